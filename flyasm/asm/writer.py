@@ -1,0 +1,123 @@
+"""Write a Kernel as gfx950 assembly text: stable, diff-friendly, one instruction per line.
+
+Each instruction carries a `.loc` pointing at the Python line that emitted it, so the code
+object's DWARF line table (llvm-dwarfdump --debug-line) maps every pc back to the builder.
+Region boundaries are comments; labels are `NAME:` lines. Instructions with raw encodings are
+written as `.long` words with the disassembly as a comment.
+"""
+from __future__ import annotations
+
+from ..isa.instruction import Instruction
+
+TARGET = "amdgcn-amd-amdhsa--gfx950"
+
+
+def instruction_line(inst: Instruction) -> str:
+    if inst.raw is not None:
+        words = [int.from_bytes(inst.raw[i:i + 4], "little") for i in range(0, len(inst.raw), 4)]
+        return ".long " + ", ".join(f"0x{w:08x}" for w in words) + f"  ; {inst.text()}"
+    t = inst.text()
+    return f"{t}  ; {inst.comment}" if inst.comment else t
+
+
+def render(k) -> tuple[str, dict[int, int]]:
+    """Text of the kernel and a map from 1-based .s line to stream index (for error mapping)."""
+    k.validate()
+    d = k.descriptor()
+    out: list[str] = []
+    line_of: dict[int, int] = {}
+
+    def emit(s: str, index: int | None = None) -> None:
+        out.append(s)
+        if index is not None:
+            line_of[len(out)] = index
+
+    files: dict[str, int] = {}
+    for inst in k.stream:
+        if inst.loc is not None and inst.loc.file not in files:
+            files[inst.loc.file] = len(files) + 1
+    emit(f'\t.amdgcn_target "{TARGET}"')
+    emit("\t.text")
+    for f, n in files.items():
+        emit(f'\t.file {n} "{f}"')
+    emit(f"\t.globl {k.name}")
+    emit("\t.p2align 8")
+    emit(f"\t.type {k.name},@function")
+    emit(f"{k.name}:")
+    labels_at: dict[int, list[str]] = {}
+    for lab in k.labels.values():
+        labels_at.setdefault(lab.index, []).append(lab.name)
+    starts: dict[int, list] = {}
+    ends: dict[int, list] = {}
+    for r in k.regions:
+        starts.setdefault(r.start, []).append(r)
+        ends.setdefault(r.end, []).append(r)
+    for i, inst in enumerate(k.stream):
+        for r in reversed(ends.get(i, [])):
+            emit(f"\t; end region {'/'.join(r.path)}")
+        for r in starts.get(i, []):
+            emit(f"\t; region {'/'.join(r.path)}")
+        for name in labels_at.get(i, []):
+            emit(f"{name}:")
+        if inst.loc is not None:
+            emit(f"\t.loc {files[inst.loc.file]} {inst.loc.line} 0")
+        emit("\t" + instruction_line(inst), i)
+    n = len(k.stream)
+    for r in reversed(ends.get(n, [])):
+        emit(f"\t; end region {'/'.join(r.path)}")
+    for name in labels_at.get(n, []):
+        emit(f"{name}:")
+    emit(f".Lfunc_end_{k.name}:")
+    emit(f"\t.size {k.name}, .Lfunc_end_{k.name}-{k.name}")
+    emit("")
+    emit("\t.rodata")
+    emit("\t.p2align 6")
+    emit(f"\t.amdhsa_kernel {k.name}")
+    for key in ("group_segment_fixed_size", "private_segment_fixed_size", "kernarg_size", "user_sgpr_count",
+                "user_sgpr_kernarg_segment_ptr", "system_sgpr_workgroup_id_x", "system_sgpr_workgroup_id_y",
+                "system_sgpr_workgroup_id_z", "system_vgpr_workitem_id", "next_free_vgpr", "next_free_sgpr",
+                "accum_offset", "reserve_vcc", "float_denorm_mode_32", "float_denorm_mode_16_64",
+                "ieee_mode", "dx10_clamp"):
+        emit(f"\t\t.amdhsa_{key} {d[key]}")
+    emit("\t.end_amdhsa_kernel")
+    emit("")
+    emit("\t.amdgpu_metadata")
+    out.extend(metadata_yaml(k, d).splitlines())
+    emit("\t.end_amdgpu_metadata")
+    return "\n".join(out) + "\n", line_of
+
+
+def metadata_yaml(k, d: dict) -> str:
+    lines = ["---", "amdhsa.kernels:", f"  - .agpr_count: {d['agprs']}"]
+    if k.args:
+        lines.append("    .args:")
+        for a in k.args:
+            lines.append(f"      - .name: {a.name}")
+            lines.append(f"        .offset: {a.offset}")
+            lines.append(f"        .size: {a.size}")
+            lines.append(f"        .value_kind: {a.value_kind}")
+            if a.value_kind == "global_buffer":
+                lines.append("        .address_space: global")
+    sgprs = d["next_free_sgpr"] + (2 if d["reserve_vcc"] else 0)
+    lines += [
+        f"    .group_segment_fixed_size: {d['group_segment_fixed_size']}",
+        "    .kernarg_segment_align: 8",
+        f"    .kernarg_segment_size: {d['kernarg_size']}",
+        f"    .max_flat_workgroup_size: {k.threads}",
+        f"    .name: {k.name}",
+        "    .private_segment_fixed_size: 0",
+        f"    .sgpr_count: {sgprs}",
+        f"    .symbol: {k.name}.kd",
+        f"    .vgpr_count: {d['arch_vgprs']}",
+        "    .wavefront_size: 64",
+        f"amdhsa.target: {TARGET}",
+        "amdhsa.version:",
+        "  - 1",
+        "  - 2",
+        "...",
+    ]
+    return "\n".join(lines)
+
+
+def write_kernel(k) -> str:
+    return render(k)[0]

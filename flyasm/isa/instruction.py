@@ -1,0 +1,149 @@
+"""The one IR node: Instruction(mnemonic, operands, modifiers, loc).
+
+Builders, the .s parser and the code-object disassembler all produce it; the checker, the
+reports and the emulator consume it. Which registers it reads and writes comes from the tables.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..errors import SourceLoc
+from . import tables
+from .operands import Expr, Imm, Label, Mod, Operand, Reg, Special, Waitcnt, operand_regs
+
+# Modifiers printed in hex, as llvm-mc prints them.
+HEX_MODS = {"row_mask", "bank_mask"}
+# Bare flags (no value).
+FLAGS = {"offen", "idxen", "lds", "sc0", "sc1", "nt", "glc", "slc", "dlc", "clamp", "gds", "tfe", "lwe", "d16",
+         "da", "r128", "a16", "unorm", "addr64", "row_mirror", "row_half_mirror", "high"}
+
+
+def format_modifier(name: str, value) -> str:
+    if value is True:
+        return name
+    if isinstance(value, (list, tuple)):
+        return f"{name}:[{','.join(str(x) for x in value)}]"
+    if isinstance(value, int) and name in HEX_MODS:
+        return f"{name}:0x{value:x}"
+    return f"{name}:{value}"
+
+
+@dataclass(eq=False)
+class Instruction:
+    mnemonic: str
+    operands: tuple[Operand, ...] = ()
+    modifiers: dict = field(default_factory=dict)
+    loc: SourceLoc | None = None
+    region: tuple[str, ...] = ()
+    comment: str | None = None
+    raw: bytes | None = None      # exact encoding, written as .long words when text cannot express it
+    pc: int | None = None         # byte offset in .text when it came from a code object
+
+    # ---- table facts -------------------------------------------------------------------------
+    @cached_property
+    def lookup(self) -> tables.Lookup:
+        return tables.lookup(self.mnemonic)
+
+    @property
+    def info(self) -> dict:
+        return self.lookup.info
+
+    @property
+    def name(self) -> str:
+        """Canonical mnemonic without encoding suffix (what the instruction *is*)."""
+        return self.lookup.canonical
+
+    @property
+    def suffix(self) -> str:
+        return self.lookup.suffix
+
+    @property
+    def unit(self) -> str:
+        return self.info["unit"]
+
+    @property
+    def family(self) -> str:
+        return self.info["family"]
+
+    @property
+    def counter(self) -> str | None:
+        return self.info.get("counter")
+
+    @property
+    def passes(self) -> int | None:
+        return tables.passes(self.info, self.modifiers)
+
+    @property
+    def is_dpp(self) -> bool:
+        return self.suffix == "_dpp" or any(m in self.modifiers for m in ("quad_perm", "row_shl", "row_shr", "row_ror",
+                                                                           "row_bcast", "row_mirror",
+                                                                           "row_half_mirror", "wave_shl",
+                                                                           "wave_shr", "wave_rol", "wave_ror"))
+
+    @property
+    def is_sdwa(self) -> bool:
+        return self.suffix == "_sdwa" or any(m in self.modifiers for m in ("dst_sel", "src0_sel", "src1_sel"))
+
+    @cached_property
+    def slots(self) -> list[dict]:
+        return tables.slots(self.info, self.modifiers, self.suffix, self.operands)
+
+    # ---- registers -------------------------------------------------------------------------
+    @cached_property
+    def _rw(self) -> tuple[frozenset, frozenset]:
+        reads, writes = set(), set()
+        for op, slot in zip(self.operands, self.slots):
+            regs = operand_regs(op)
+            acc = slot.get("access", "r")
+            if "r" in acc:
+                reads.update(regs)
+            if "w" in acc:
+                writes.update(regs)
+        info = self.info
+        for r in info.get("implicit_reads", ()):
+            reads.add(("spec", r))
+        for w in info.get("implicit_writes", ()):
+            writes.add(("spec", w))
+        if self.modifiers.get("lds") and self.family == "MUBUF":
+            reads.add(("spec", "m0"))
+        return frozenset(reads), frozenset(writes)
+
+    @property
+    def reads(self) -> frozenset:
+        return self._rw[0]
+
+    @property
+    def writes(self) -> frozenset:
+        return self._rw[1]
+
+    def operand(self, slot_name: str) -> Operand | None:
+        for op, slot in zip(self.operands, self.slots):
+            if slot["name"] == slot_name:
+                return op
+        return None
+
+    # ---- text ------------------------------------------------------------------------------
+    def text(self) -> str:
+        ops = ", ".join(str(o) for o in self.operands)
+        mods = " ".join(format_modifier(k, v) for k, v in self.modifiers.items())
+        return " ".join(x for x in (self.mnemonic, ops, mods) if x)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return f"Instruction({self.text()!r})"
+
+    def key(self) -> tuple:
+        """Identity for round-trip comparison: canonical name, operand text, modifiers."""
+        sfx = self.suffix if self.suffix in ("_dpp", "_sdwa") else ""
+        mods = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in self.modifiers.items()))
+        return (self.name + sfx, tuple(str(o) for o in self.operands), mods)
+
+
+def is_label_operand(op: Operand) -> bool:
+    return isinstance(op, Label)
+
+
+__all__ = ["Instruction", "format_modifier", "FLAGS", "Expr", "Imm", "Label", "Mod", "Reg", "Special", "Waitcnt"]
