@@ -1,0 +1,7 @@
+"""flyasm: a pure-Python ISA-level kernel assembler for AMD gfx950 (CDNA4)."""
+from .errors import FlyasmError
+from .isa.operands import Imm, Label, a, exec_, m0, off, s, scc, sext, v, vcc
+from .kernel import Kernel
+
+__all__ = ["FlyasmError", "Kernel", "v", "a", "s", "m0", "vcc", "exec_", "scc", "off", "sext", "Imm", "Label"]
+__version__ = "0.1.0"
