@@ -183,10 +183,10 @@ class KernelDescriptor:
     def directives(self) -> list[tuple[str, int]]:
         """(`.amdhsa_` name, value) pairs that make llvm-mc write these exact 64 bytes.
 
-        Register counts are written so the granules come out equal: with VCC and XNACK reserves
-        off, LLVM computes granule = ceil(max(1, n) / 8) - 1 for both files (AMDGPUBaseInfo
-        getNumVGPRBlocks/getNumSGPRBlocks), so n = 8*(g+1) for VGPRs and 8*g+1 for SGPRs (which
-        stays under the SGPR limit).
+        Register counts are written so the granules come out equal. VGPRs: granule =
+        ceil(max(1, n) / 8) - 1, so n = 8*(g+1). SGPRs: on gfx9 LLVM adds 6 extra SGPRs for flat
+        scratch (which it always reserves on gfx950) before rounding (AMDGPUBaseInfo
+        getNumExtraSGPRs/getNumSGPRBlocks; checked by assembling n = 0..20), so n = 8*g - 5, or 0.
         """
         f = self.fields
         out = [("group_segment_fixed_size", self.group_segment_fixed_size),
@@ -194,9 +194,9 @@ class KernelDescriptor:
                ("kernarg_size", self.kernarg_size)]
         out += [(DIRECTIVES[n], f[n]) for _, n, _, _ in BITFIELDS if n in DIRECTIVES]
         out += [("next_free_vgpr", self.vgpr_alloc),
-                ("next_free_sgpr", 8 * f["granulated_wavefront_sgpr_count"] + 1),
+                ("next_free_sgpr", max(0, 8 * f["granulated_wavefront_sgpr_count"] - 5)),
                 ("accum_offset", self.accum_offset),
-                ("reserve_vcc", 0), ("reserve_xnack_mask", 0)]
+                ("reserve_vcc", 0)]
         return out
 
     def directive_text(self, symbol: str, indent: str = "\t") -> str:

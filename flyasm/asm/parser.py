@@ -1,0 +1,336 @@
+"""Read whole gfx950 `.s` files into the IR: ours (writer.render), hand-written, clang's, and
+`llvm-objdump -d` output.
+
+    mod = parse_asm(text, "k.s")
+    mod.kernels[0].instructions, mod.kernels[0].labels, mod.kernels[0].descriptor, mod.metadata
+
+A kernel is a function symbol (`.type NAME,@function`, a `.amdhsa_kernel NAME` block, or an objdump
+`<NAME>:` header); its instructions run until the next function. Labels map to the index of the
+instruction they stand before. `.file`/`.loc` become `Instruction.loc`; `; region a/b` comments
+restore `Instruction.region`; `.long` words with a `; text` comment become an instruction with `raw`.
+In objdump text the `// ADDR: HEX` comment gives `pc` and the encoding, and numeric branch
+offsets become labels `.L_pc_0x…` (target = pc + 4 + 4*simm16, CDNA4 ISA s_branch).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from ..errors import FlyasmError, ParseError, SourceLoc
+from ..isa import tables
+from ..isa.instruction import Instruction
+from ..isa.operands import Expr, Imm, Label
+from ..isa.syntax import parse_instruction, split_top, strip_comment
+
+
+@dataclass
+class AsmKernel:
+    name: str
+    instructions: list[Instruction] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)
+    descriptor: dict[str, int] = field(default_factory=dict)      # .amdhsa_* values, without the prefix
+    metadata: dict | None = None                                  # this kernel's entry of amdhsa.kernels
+    encodings: list[bytes | None] = field(default_factory=list)   # per instruction, when known (objdump/.co)
+    addr: int | None = None                                       # address of the first instruction (.co)
+    size: int | None = None
+
+    @property
+    def args(self) -> list[dict]:
+        return [{k.lstrip("."): v for k, v in a.items()} for a in (self.metadata or {}).get(".args", []) or []]
+
+
+@dataclass
+class AsmModule:
+    kernels: list[AsmKernel] = field(default_factory=list)
+    target: str | None = None
+    metadata_text: str | None = None
+    metadata: dict | None = None
+    directives: list[tuple[int, str]] = field(default_factory=list)   # (line, text) of every other directive
+    files: dict[int, str] = field(default_factory=dict)
+    filename: str | None = None
+
+    def kernel(self, name: str) -> AsmKernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise ParseError(f"{self.filename or 'the assembly'} has no kernel '{name}'", find_loc=False)
+
+
+_OBJDUMP_ADDR = re.compile(r"//\s*([0-9A-Fa-f]+):((?:\s+[0-9A-Fa-f]{8})+)\s*(<[^>]*>)?\s*$")
+_OBJDUMP_SYM = re.compile(r"^([0-9A-Fa-f]{8,16}) <([^>]+)>:\s*$")
+_LABEL = re.compile(r"^([A-Za-z_.$][\w.$@]*):(.*)$")
+_REGION = re.compile(r"^;\s*(end )?region (\S+)\s*$")
+
+
+def branch_target(pc: int, simm16: int) -> int:
+    """Byte address a SOPP branch at pc jumps to: pc + 4 + 4 * sign-extended simm16."""
+    off = simm16 - 0x10000 if simm16 & 0x8000 else simm16
+    return pc + 4 + 4 * off
+
+
+def pc_label(off: int) -> str:
+    return f".L_pc_0x{off:x}"
+
+
+def _is_branch(inst: Instruction) -> bool:
+    try:
+        ops = inst.info["operands"]
+    except FlyasmError:
+        return False
+    return any("label" in o.get("kinds", ()) for o in ops)
+
+
+def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0) -> AsmModule:
+    """Parse a whole .s file (see module doc). `text_base` is subtracted from objdump addresses so
+    `pc` is an offset into .text."""
+    fname = filename or "<asm>"
+    mod = AsmModule(filename=filename)
+    cur: AsmKernel | None = None
+    kernels: dict[str, AsmKernel] = {}
+    functions: set[str] = set()
+    pending_labels: list[str] = []
+    region: tuple[str, ...] = ()
+    loc: SourceLoc | None = None
+    in_kd: str | None = None
+    kd_vals: dict[str, dict] = {}
+    meta_lines: list[str] | None = None
+    objdump_mode = False
+    lines = text.splitlines()
+
+    def where(n: int) -> SourceLoc:
+        return SourceLoc(fname, n)
+
+    def kernel_named(name: str) -> AsmKernel:
+        if name not in kernels:
+            kernels[name] = AsmKernel(name)
+            mod.kernels.append(kernels[name])
+        return kernels[name]
+
+    def start_function(name: str) -> None:
+        nonlocal cur, pending_labels
+        cur = kernel_named(name)
+        pending_labels = []
+
+    def place_labels() -> None:
+        for lab in pending_labels:
+            cur.labels[lab] = len(cur.instructions)
+        pending_labels.clear()
+
+    for n, line in enumerate(lines, 1):
+        raw_line = line
+        s = line.strip()
+        if meta_lines is not None:
+            if s.startswith(".end_amdgpu_metadata"):
+                mod.metadata_text = "\n".join(meta_lines)
+                meta_lines = None
+            else:
+                meta_lines.append(raw_line)
+            continue
+        if not s:
+            continue
+        if in_kd is not None:
+            body = strip_comment(s)
+            if not body:
+                continue
+            if body.startswith(".end_amdhsa_kernel"):
+                in_kd = None
+                continue
+            parts = body.split()
+            if not parts[0].startswith(".amdhsa_") or len(parts) != 2:
+                raise ParseError(f"{fname}:{n}: expected '.amdhsa_<field> <value>' inside .amdhsa_kernel, got '{body}'",
+                                 where(n), find_loc=False)
+            try:
+                kd_vals[in_kd][parts[0][len(".amdhsa_"):]] = int(parts[1], 0)
+            except ValueError:
+                raise ParseError(f"{fname}:{n}: {parts[0]} takes an integer, not '{parts[1]}'", where(n),
+                                 find_loc=False) from None
+            continue
+        m = _REGION.match(s)
+        if m:
+            path = tuple(m.group(2).split("/"))
+            region = path[:-1] if m.group(1) else path
+            continue
+        if s.startswith(";") or s.startswith("//") or s.startswith("#"):
+            continue
+        # llvm-objdump headers
+        m = _OBJDUMP_SYM.match(s)
+        if m:
+            objdump_mode = True
+            start_function(m.group(2))
+            if cur.addr is None:
+                cur.addr = int(m.group(1), 16)
+            continue
+        if s.endswith("file format elf64-amdgpu") or s.startswith("Disassembly of section"):
+            objdump_mode = True
+            continue
+        m = _LABEL.match(s)
+        if m:
+            name, rest = m.group(1), m.group(2).strip()
+            if name in functions or (cur is None and not name.startswith(".L")):
+                start_function(name)
+            elif cur is not None:
+                pending_labels.append(name)
+            if strip_comment(rest):
+                raise ParseError(f"{fname}:{n}: put the instruction after label '{name}' on its own line",
+                                 where(n), find_loc=False)
+            continue
+        if s.startswith("."):
+            body = strip_comment(s)
+            head, _, arg = body.partition(" ")
+            head = head.strip().rstrip(",")
+            arg = arg.strip()
+            if head == ".amdhsa_kernel":
+                in_kd = arg
+                kd_vals[arg] = {}
+                continue
+            if head == ".amdgpu_metadata":
+                meta_lines = []
+                continue
+            if head == ".amdgcn_target":
+                mod.target = arg.strip('"')
+                continue
+            if head == ".type":
+                sym, _, kind = arg.partition(",")
+                if "function" in kind:
+                    functions.add(sym.strip())
+                mod.directives.append((n, body))
+                continue
+            if head == ".file":
+                try:
+                    parts = shlex.split(arg)
+                except ValueError:
+                    parts = []
+                if parts and parts[0].isdigit() and len(parts) >= 2:
+                    path = parts[1] if len(parts) == 2 or parts[2].lower().startswith("md5") else \
+                        (parts[2] if parts[2].startswith("/") else f"{parts[1].rstrip('/')}/{parts[2]}")
+                    mod.files[int(parts[0])] = path
+                    continue
+                mod.directives.append((n, body))
+                continue
+            if head == ".loc":
+                parts = arg.split()
+                try:
+                    fno, ln = int(parts[0]), int(parts[1])
+                except (IndexError, ValueError):
+                    raise ParseError(f"{fname}:{n}: .loc takes a file number and a line, not '{arg}'", where(n),
+                                     find_loc=False) from None
+                if fno not in mod.files:
+                    raise ParseError(f"{fname}:{n}: .loc names file {fno}, which no .file declared", where(n),
+                                     find_loc=False)
+                loc = SourceLoc(mod.files[fno], ln)
+                continue
+            if head in (".long", ".word") and cur is not None and (";" in s or "//" in s):
+                inst = _raw_instruction(s, fname, n)
+                if inst is not None:
+                    place_labels()
+                    inst.loc, inst.region = loc, region
+                    cur.instructions.append(inst)
+                    cur.encodings.append(inst.raw)
+                    loc = None
+                    continue
+            mod.directives.append((n, body))
+            continue
+        # an instruction
+        if cur is None:
+            raise ParseError(f"{fname}:{n}: instruction outside any function (no 'NAME:' label before it)",
+                             where(n), find_loc=False)
+        enc = None
+        pc = None
+        target = None
+        m = _OBJDUMP_ADDR.search(s)
+        if m:
+            objdump_mode = True
+            pc = int(m.group(1), 16) - text_base
+            words = m.group(2).split()
+            enc = b"".join(int(w, 16).to_bytes(4, "little") for w in words)
+            s = s[:m.start()]
+        body = strip_comment(s)
+        if not body:
+            continue
+        if body == "<unknown>" and enc is not None:
+            inst = Instruction(".long", (), {}, raw=enc)
+        else:
+            try:
+                inst = parse_instruction(body, where(n))
+            except ParseError as e:
+                raise ParseError(f"{fname}:{n}: {e.message}", where(n), find_loc=False) from None
+        if enc is not None and pc is not None and inst.mnemonic != ".long" and _is_branch(inst) and inst.operands \
+                and isinstance(inst.operands[0], Imm):
+            target = branch_target(pc, inst.operands[0].value & 0xFFFF)
+            inst.operands = (Label(pc_label(target)),) + tuple(inst.operands[1:])
+        place_labels()
+        inst.loc, inst.region, inst.pc = loc, region, pc
+        loc = None
+        cur.instructions.append(inst)
+        cur.encodings.append(enc)
+    if in_kd is not None:
+        raise ParseError(f"{fname}: .amdhsa_kernel {in_kd} has no .end_amdhsa_kernel", find_loc=False)
+    if meta_lines is not None:
+        raise ParseError(f"{fname}: .amdgpu_metadata has no .end_amdgpu_metadata", find_loc=False)
+    if cur is not None:
+        place_labels()
+    if objdump_mode:
+        _resolve_pc_labels(mod)
+    for name, vals in kd_vals.items():
+        kernel_named(name).descriptor = vals
+    if mod.metadata_text is not None:
+        from ..codeobj.metadata import parse_yaml
+        meta = parse_yaml(mod.metadata_text, f"{fname} .amdgpu_metadata")
+        mod.metadata = meta if isinstance(meta, dict) else None
+        for km in (mod.metadata or {}).get("amdhsa.kernels", []) or []:
+            if isinstance(km, dict) and km.get(".name") in kernels:
+                kernels[km[".name"]].metadata = km
+    for k in mod.kernels:
+        for inst in k.instructions:
+            for op in inst.operands:
+                if isinstance(op, Label) and not any(op.name in kk.labels or op.name == kk.name for kk in mod.kernels):
+                    raise ParseError(f"{fname}: {k.name}: '{inst.text()}' jumps to '{op.name}', which is never defined",
+                                     find_loc=False)
+    return mod
+
+
+def _raw_instruction(s: str, fname: str, n: int) -> Instruction | None:
+    """`.long 0x..., 0x...  ; text` -> the instruction of the comment, carrying the raw words."""
+    i = s.find(";")
+    j = s.find("//")
+    cut = min(x for x in (i, j) if x >= 0)
+    words_text, comment = s[len(".long"):cut].strip(), s[cut:].lstrip(";/ ").strip()
+    try:
+        words = [int(w, 0) & 0xFFFFFFFF for w in split_top(words_text, ",")]
+    except ValueError:
+        return None
+    raw = b"".join(w.to_bytes(4, "little") for w in words)
+    if not comment:
+        return None
+    try:
+        inst = parse_instruction(comment, SourceLoc(fname, n))
+    except ParseError:
+        return None
+    inst.raw = raw
+    return inst
+
+
+def _resolve_pc_labels(mod: AsmModule) -> None:
+    """Place the `.L_pc_…` labels that objdump branches refer to at the instruction with that pc."""
+    where: dict[int, tuple[AsmKernel, int]] = {}
+    for k in mod.kernels:
+        for i, inst in enumerate(k.instructions):
+            if inst.pc is not None:
+                where[inst.pc] = (k, i)
+        if k.instructions and k.instructions[-1].pc is not None and k.encodings[-1] is not None:
+            end = k.instructions[-1].pc + len(k.encodings[-1])
+            where.setdefault(end, (k, len(k.instructions)))
+    for k in mod.kernels:
+        for inst in k.instructions:
+            for op in inst.operands:
+                if isinstance(op, Label) and op.name.startswith(".L_pc_0x"):
+                    pc = int(op.name[len(".L_pc_0x"):], 16)
+                    if pc not in where:
+                        raise ParseError(f"{mod.filename or '<asm>'}: '{inst.text()}' at pc 0x{inst.pc:x} jumps to "
+                                         f"0x{pc:x}, which is not the start of an instruction", find_loc=False)
+                    kk, idx = where[pc]
+                    kk.labels.setdefault(op.name, idx)
+
+
+__all__ = ["AsmKernel", "AsmModule", "parse_asm", "branch_target", "pc_label", "Expr"]

@@ -1,0 +1,188 @@
+"""Disassembly -> IR, and a code object -> a complete `.s` that assembles back to the same bytes.
+
+`disassemble(co)` runs llvm-objdump over the code object and reads its text with the `.s` parser
+(which turns the `// ADDR: HEX` comments into `pc` and encodings, and branch offsets into labels).
+`verify_encodings` re-encodes every instruction with llvm-mc (one batch per code object) and gives
+the instructions whose text does not give back their bytes an `Instruction.raw`, so the writer
+emits them as `.long` words. `disasm(co)` writes the whole module: all of .text (padding too),
+`.amdhsa_kernel` blocks reproducing every descriptor field, and the metadata as YAML.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..asm.parser import AsmKernel, AsmModule, parse_asm
+from ..asm.toolchain import find_toolchain
+from ..asm.writer import instruction_line
+from ..errors import CodeObjectError, FlyasmError
+from ..isa.instruction import Instruction
+from ..isa.operands import Imm, Label
+from .metadata import to_yaml
+from .reader import CodeObject, read_code_object
+
+
+def _objdump(co: CodeObject) -> str:
+    tc = find_toolchain()
+    with tempfile.TemporaryDirectory(prefix="flyasm-dis-") as td:
+        p = Path(td) / "x.co"
+        p.write_bytes(co.raw)
+        r = subprocess.run([str(tc.objdump), "-d", f"--mcpu={co.mach}", "--section=.text", str(p)],
+                           capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CodeObjectError(f"llvm-objdump cannot disassemble {co.path or 'the code object'}: "
+                              f"{(r.stderr.strip().splitlines() or ['?'])[0]}", find_loc=False)
+    return r.stdout
+
+
+def disassemble(src) -> AsmModule:
+    """The IR of every function in .text, with descriptors and metadata attached."""
+    co = src if isinstance(src, CodeObject) else read_code_object(src)
+    text = _objdump(co)
+    try:
+        mod = parse_asm(text, co.path or "<objdump>", text_base=co.text_addr)
+    except FlyasmError as e:
+        raise CodeObjectError(f"cannot read llvm-objdump's disassembly: {e.message}", find_loc=False) from None
+    mod.target = co.target
+    mod.metadata = co.metadata
+    total = sum(len(e or b"") for k in mod.kernels for e in k.encodings)
+    if total != len(co.text):
+        raise CodeObjectError(f"llvm-objdump covered {total} of {len(co.text)} bytes of .text", find_loc=False)
+    sizes = {f.name: f for f in co.functions}
+    for k in mod.kernels:
+        if k.name in sizes:
+            k.addr, k.size = sizes[k.name].value - co.text_addr, sizes[k.name].size
+        for kc in co.kernels:
+            if kc.name == k.name:
+                k.descriptor = kc.descriptor.fields | {"_kd": kc.descriptor}
+                k.metadata = kc.metadata
+    mod._co = co  # noqa: SLF001 - kept for disasm()
+    return mod
+
+
+@dataclass
+class EncodingReport:
+    instructions: int
+    raw: int
+    mismatched: list[tuple[int, str, bytes, bytes | None]]   # (pc, text, original, llvm-mc's or None)
+
+
+def _check_text(inst: Instruction, enc: bytes) -> str:
+    """Text to re-encode: branches with their numeric simm16 instead of the label."""
+    if inst.operands and isinstance(inst.operands[0], Label) and inst.operands[0].name.startswith(".L_pc_"):
+        simm = int.from_bytes(enc[0:2], "little")
+        return Instruction(inst.mnemonic, (Imm(simm),) + tuple(inst.operands[1:]), dict(inst.modifiers)).text()
+    return inst.text()
+
+
+_ENC = re.compile(r"encoding: \[([^\]]*)\]")
+
+
+def verify_encodings(mod: AsmModule) -> EncodingReport:
+    """Re-encode every instruction (one llvm-mc run); set `raw` where text does not give the bytes."""
+    items: list[tuple[Instruction, bytes]] = []
+    lines = []
+    for k in mod.kernels:
+        for inst, enc in zip(k.instructions, k.encodings):
+            if enc is None:
+                continue
+            if inst.raw is not None and inst.mnemonic == ".long":
+                items.append((inst, enc))
+                lines.append(f".Lflyasm_chk_{len(items) - 1}:")
+                continue
+            items.append((inst, enc))
+            lines.append(f".Lflyasm_chk_{len(items) - 1}:")
+            lines.append("\t" + _check_text(inst, enc))
+    tc = find_toolchain()
+    target_cpu = (mod.target or "gfx950").split("--")[-1].split(":")[0]
+    r = subprocess.run([str(tc.mc), "-triple=amdgcn-amd-amdhsa", f"-mcpu={target_cpu}", "-show-encoding"],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True)
+    got: dict[int, bytes] = {}
+    cur = None
+    for line in r.stdout.splitlines():
+        m = re.match(r"^\.Lflyasm_chk_(\d+):", line.strip())
+        if m:
+            cur = int(m.group(1))
+            continue
+        m = _ENC.search(line)
+        if m and cur is not None and cur not in got:
+            got[cur] = bytes(int(x, 0) for x in m.group(1).split(",") if x.strip())
+    mism = []
+    for i, (inst, enc) in enumerate(items):
+        mine = got.get(i)
+        if mine != enc:
+            inst.raw = enc
+            mism.append((inst.pc, inst.text(), enc, mine))
+        elif inst.raw is not None and inst.mnemonic != ".long":
+            inst.raw = None
+    return EncodingReport(len(items), len(mism), mism)
+
+
+def _kd_text(k: AsmKernel) -> str:
+    kd = k.descriptor.get("_kd")
+    if kd is None:
+        return ""
+    if kd.inexpressible():
+        return "\t.p2align 6\n" + kd.raw_text(f"{k.name}.kd", k.name)
+    return "\t.p2align 6\n" + kd.directive_text(k.name)
+
+
+def render_module(mod: AsmModule, co: CodeObject | None = None) -> str:
+    """The whole module as one .s: all of .text, the kernel descriptors, the metadata."""
+    co = co or getattr(mod, "_co", None)
+    out = [f'\t.amdgcn_target "{mod.target or "amdgcn-amd-amdhsa--gfx950"}"', "\t.text"]
+    align = 256
+    out.append(f"\t.p2align {align.bit_length() - 1}")
+    funcs = {f.name for f in co.functions} if co else {k.name for k in mod.kernels}
+    kernel_names = {k.name for k in co.kernels} if co else set()
+    for k in mod.kernels:
+        if k.name in funcs:
+            out += [f"\t.globl {k.name}", f"\t.type {k.name},@function"]
+        out.append(f"{k.name}:")
+        at: dict[int, list[str]] = {}
+        for lab, idx in k.labels.items():
+            at.setdefault(idx, []).append(lab)
+        end_idx = None
+        if k.size is not None:
+            pos = k.addr
+            for i, e in enumerate(k.encodings):
+                if pos == k.addr + k.size:
+                    end_idx = i
+                pos += len(e or b"")
+            if pos == k.addr + k.size:
+                end_idx = len(k.encodings)
+        for i, inst in enumerate(k.instructions):
+            if i == end_idx:
+                out.append(f".Lfunc_end_{k.name}:")
+            for lab in sorted(at.get(i, [])):
+                out.append(f"{lab}:")
+            out.append("\t" + instruction_line(inst))
+        if end_idx == len(k.instructions):
+            out.append(f".Lfunc_end_{k.name}:")
+        for lab in sorted(at.get(len(k.instructions), [])):
+            out.append(f"{lab}:")
+        if end_idx is not None:
+            out.append(f"\t.size {k.name}, .Lfunc_end_{k.name}-{k.name}")
+    out.append("")
+    out.append("\t.rodata")
+    for k in mod.kernels:
+        if k.name in kernel_names or "_kd" in k.descriptor:
+            out.append(_kd_text(k))
+    if mod.metadata is not None:
+        out.append("\t.amdgpu_metadata")
+        out.append(to_yaml(mod.metadata))
+        out.append("\t.end_amdgpu_metadata")
+    return "\n".join(out) + "\n"
+
+
+def disasm(src, *, verify: bool = True) -> str:
+    """A complete .s for a code object: assembling it gives back .text, the descriptors and the
+    metadata byte for byte (instructions llvm-mc would encode differently become .long words)."""
+    co = src if isinstance(src, CodeObject) else read_code_object(src)
+    mod = disassemble(co)
+    if verify:
+        verify_encodings(mod)
+    return render_module(mod, co)
