@@ -5,11 +5,14 @@ past flyasm's own frames, so the message points at the builder line that made th
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 from dataclasses import dataclass
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+# Frames that are never the author's line: @contextlib.contextmanager wraps `with k.region(...)`.
+_SKIP_FILES = {os.path.abspath(contextlib.__file__)}
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,8 @@ def user_location(skip_dirs: tuple[str, ...] = ()) -> SourceLoc | None:
     try:
         while frame is not None:
             fn = os.path.abspath(frame.f_code.co_filename)
-            inside = fn.startswith(_PKG_DIR + os.sep) or any(fn.startswith(d) for d in skip_dirs)
+            inside = (fn.startswith(_PKG_DIR + os.sep) or fn in _SKIP_FILES
+                      or any(fn.startswith(d) for d in skip_dirs))
             if not inside and not fn.startswith("<frozen"):
                 return SourceLoc(fn, frame.f_lineno)
             frame = frame.f_back
