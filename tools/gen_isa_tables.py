@@ -68,6 +68,10 @@ SCC_READERS = re.compile(r"^s_(addc|subb|cselect|cmov_b|cmovk|cbranch_scc[01])(_
 EXEC_WRITERS_S = re.compile(r"^s_(and|or|xor|andn2|orn2|nand|nor|xnor|andn1|orn1)_saveexec|^s_andn[12]_wrexec")
 M0_READERS = re.compile(r"^(s_movrel|s_movreld|s_sendmsg|ds_.*addtid|ds_gws|global_load_lds|s_set_gpr_idx)")
 
+# (family, mnemonic, operand ids in gfx950_operands.rst): in llvm-mc but not in AMDGPUAsmGFX950.rst
+# (llvm/test/MC/AMDGPU/mai-gfx950.s has v_mfma_ld_scale_b32).
+EXTRA_ROWS = [("VOP3P", "v_mfma_ld_scale_b32", ["scale_src0", "scale_src1"])]
+
 MIX_RENAMES = {"v_mad_mix_f32": "v_fma_mix_f32", "v_mad_mixhi_f16": "v_fma_mixhi_f16",
                "v_mad_mixlo_f16": "v_fma_mixlo_f16"}
 
@@ -346,9 +350,18 @@ def first_dword(data: list[int]) -> int:
 
 def build(shared: Path, out: Path) -> dict:
     tc = find_toolchain()
+    # The opcode sweep does not depend on the probes: run it in a second llvm-mc process meanwhile
+    # (subprocess waits release the GIL, so a thread is enough).
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(max_workers=2)
+    sweep_job = pool.submit(objdump_sweep, tc)
     docs = shared / "reference/llvm/llvm/docs/AMDGPU"
     defs = parse_operand_defs(docs / "gfx950_operands.rst")
     rows = parse_instructions(docs / "AMDGPUAsmGFX950.rst")
+    # Rows the syntax page lacks although LLVM assembles them (found missing by the MC tests).
+    for fam, mn, sids in EXTRA_ROWS:
+        rows.append({"family": fam, "mnemonic": mn, "doc_modifiers": [],
+                     "slots": [{"name": sid.split("_")[0] if sid.startswith("v") else sid, "sid": sid} for sid in sids]})
     # The syntax page lists gfx9's v_mad_mix*; gfx950 has the FMA forms (found by the objdump sweep).
     for row in list(rows):
         if row["mnemonic"] in MIX_RENAMES:
@@ -422,6 +435,25 @@ def build(shared: Path, out: Path) -> dict:
     for n, key in enumerate(pending):
         if n in ok and key[0] not in chosen:
             chosen[key[0]] = key[1:] + (ok[n], lines[n])
+    # Second round, only for rows nothing fitted: undocumented widths may also be 6, 8, 16 or 32
+    # dwords (fp6 packs: v_cvt_scalef32_pk32_f32_fp6 v[2:33], v[2:7], v6 in gfx950_asm_features.s).
+    wide = lambda s: [s["dwords"]] if s["dwords"] else [1, 2, 4, 3, 6, 8, 16, 32]  # noqa: E731
+    pending2 = []
+    for idx, row in enumerate(rows):
+        if idx in chosen or not any(s["dwords"] is None for s in row["slots"]):
+            continue
+        for variant, c in itertools.product(["plain", "const", "src0_sgpr", "src0_const"],
+                                            itertools.product(*[wide(s) for s in row["slots"]])):
+            pending2.append((idx, c, variant, False, ""))
+    if pending2:
+        lines2 = [instance(rows[i]["mnemonic"], texts(rows[i], c, variant)) for i, c, variant, _, _ in pending2]
+        ok2, err2 = run_mc(tc.mc, lines2)
+        for n, key in enumerate(pending2):
+            if n in ok2 and key[0] not in chosen:
+                chosen[key[0]] = key[1:] + (ok2[n], lines2[n])
+        base = len(pending)
+        pending += pending2
+        err.update({base + n: e for n, e in err2.items()})
     failures = []
     for i, row in enumerate(rows):
         if i not in chosen:
@@ -453,6 +485,8 @@ def build(shared: Path, out: Path) -> dict:
         "m0": lambda w: "m0" if w == 1 else None, "vcc": lambda w: "vcc" if w == 2 else "vcc_lo",
         "exec": lambda w: "exec" if w == 2 else "exec_lo",
     }
+    # 16-bit sources take a 16-bit literal only (v_cvt_f32_bf16 v127, 0x8000): probe one as well.
+    EXTRA_KIND_TEXT = [("literal", lambda w: "0x1234")]
     kind_probes = []
     for i, row in enumerate(rows):
         if "ops" not in row:
@@ -460,7 +494,7 @@ def build(shared: Path, out: Path) -> dict:
         for k, s in enumerate(row["slots"]):
             if set(s["kinds"]) & {"label", "hwreg", "sendmsg", "waitcnt", "imm16", "simm8"} or row["ops"][k] == "off":
                 continue
-            for kind, fn in KIND_TEXT.items():
+            for kind, fn in list(KIND_TEXT.items()) + EXTRA_KIND_TEXT:
                 t = fn(s["dwords"])
                 if t is None:
                     continue
@@ -475,23 +509,7 @@ def build(shared: Path, out: Path) -> dict:
             if row["slots"][3]["dwords"] == row["slots"][0]["dwords"] and row["mnemonic"].startswith("v_mfma"):
                 ops[3] = reg_text("a", 100, row["slots"][3]["dwords"])
             kind_probes.append((i, -1, "agpr", instance(row["mnemonic"], ops, row["suffix"])))
-    kok, _ = run_mc(tc.mc, [p for *_, p in kind_probes])
-    found: dict[tuple, list] = {}
-    for n, (i, k, kind, _) in enumerate(kind_probes):
-        if n in kok and k >= 0:
-            found.setdefault((i, k), []).append(kind)
-    for n, (i, k, kind, _) in enumerate(kind_probes):
-        if k == -1 and n in kok:
-            found.setdefault((i, 0), ["vgpr"]).append("agpr")
-            if rows[i]["mnemonic"].startswith("v_mfma"):
-                found.setdefault((i, 3), []).append("agpr")
-    for (i, k), kinds in found.items():
-        rows[i]["slots"][k]["kinds"] = sorted(set(kinds), key=list(KIND_TEXT).index)
-    # Slots where no substitution was accepted are fixed operands (e.g. vcc): they keep the doc's kinds.
-    for row in rows:
-        for s in row.get("slots", []):
-            if s["name"] == "vcc" or s["kinds"] == ["vcc"]:
-                s["dwords"] = 2  # VCC is 64 bits in wave64
+    kind_job = pool.submit(run_mc, tc.mc, [p for *_, p in kind_probes])
     # Encodings and modifiers accepted, probed on the instance just found.
     variant_probes = []
     for i, row in enumerate(rows):
@@ -517,6 +535,9 @@ def build(shared: Path, out: Path) -> dict:
                 variant_probes.append((i, "neg", f"{mn}_e64{e64_ops.replace(' v16', ' -v16', 1)}"))
                 variant_probes.append((i, "abs", f"{mn}_e64{e64_ops.replace(' v16', ' |v16|', 1)}"))
             variant_probes.append((i, "op_sel", f"{mn}_e64{e64_ops} op_sel:[0,0]"))
+            # VOP3-encoded DPP controls (v_permlane*_swap_b32_e64 v1, v2 bound_ctrl:1 fi:1).
+            variant_probes.append((i, "bound_ctrl", f"{mn}_e64{e64_ops} bound_ctrl:1"))
+            variant_probes.append((i, "fi", f"{mn}_e64{e64_ops} fi:1"))
         elif fam == "VOP3":
             variant_probes.append((i, "clamp", f"{base} clamp"))
             variant_probes.append((i, "omod", f"{base} mul:2"))
@@ -524,6 +545,7 @@ def build(shared: Path, out: Path) -> dict:
             variant_probes.append((i, "abs", base.replace(" v16", " |v16|", 1)))
             nsrc = sum(1 for s in row["slots"] if s["name"].startswith("src"))
             variant_probes.append((i, "op_sel", f"{base} op_sel:[{','.join(['0'] * (nsrc + 1))}]"))
+            variant_probes.append((i, "bitop3", f"{base} bitop3:1"))
         elif fam in ("VOP3P", "VOP3PX2"):
             if mn.startswith(("v_mfma", "v_smfmac")):
                 variant_probes.append((i, "cbsz", f"{base} cbsz:1"))
@@ -561,13 +583,31 @@ def build(shared: Path, out: Path) -> dict:
             variant_probes.append((i, "gds", f"{base} gds"))
         elif fam == "SMEM":
             variant_probes.append((i, "glc", f"{base} glc"))
-    vok, _ = run_mc(tc.mc, [p for _, _, p in variant_probes])
+    vok, _ = run_mc(tc.mc, [p for _, _, p in variant_probes])  # runs while the kind probes run
+    kok, _ = kind_job.result()
+    found: dict[tuple, list] = {}
+    for n, (i, k, kind, _) in enumerate(kind_probes):
+        if n in kok and k >= 0:
+            found.setdefault((i, k), []).append(kind)
+    for n, (i, k, kind, _) in enumerate(kind_probes):
+        if k == -1 and n in kok:
+            found.setdefault((i, 0), ["vgpr"]).append("agpr")
+            if rows[i]["mnemonic"].startswith("v_mfma"):
+                found.setdefault((i, 3), []).append("agpr")
+    for (i, k), kinds in found.items():
+        rows[i]["slots"][k]["kinds"] = sorted(set(kinds), key=list(KIND_TEXT).index)
+    # Slots where no substitution was accepted are fixed operands (e.g. vcc): they keep the doc's kinds.
+    for row in rows:
+        for s in row.get("slots", []):
+            if s["name"] == "vcc" or s["kinds"] == ["vcc"]:
+                s["dwords"] = 2  # VCC is 64 bits in wave64
     for n, (i, what, _) in enumerate(variant_probes):
         if n in vok:
             rows[i].setdefault("accepts", []).append(what)
 
     # llvm-objdump sweep over opcode fields: every opcode number LLVM decodes, per family.
-    sweep = objdump_sweep(tc)
+    sweep = sweep_job.result()
+    pool.shutdown()
     known = {r.get("printed", r["mnemonic"]) for r in rows} | {r["mnemonic"] for r in rows}
     strip = lambda m: re.sub(r"_(e32|e64|dpp|sdwa)$", "", m)  # noqa: E731
     sweep_only = sorted({m for fam, ms in sweep.items() for m in ms if strip(m) not in known and m not in known})
@@ -671,15 +711,20 @@ def objdump_sweep(tc) -> dict[str, set[str]]:
             if fam == "VOP2" and op == 0x3F:
                 continue  # VOP2 opcode 63 is the VOPC/VOP1 space
             words.append((fam, op, w0))
-    blob = b"".join(w0.to_bytes(4, "little") + (0).to_bytes(4, "little") for _, _, w0 in words)
+    # Second dword 0 and, for VOP3P-style encodings, with the op_sel_hi bits set (some opcodes need them).
+    blob = b"".join(w0.to_bytes(4, "little") + (w1).to_bytes(4, "little") for _, _, w0 in words
+                    for w1 in (0, 0x18000000))
     found: dict[str, set[str]] = {}
     with tempfile.TemporaryDirectory() as td:
         # Decode each 8-byte slot separately so that decoding cannot drift across slots.
         p = Path(td) / "b.bin"
         p.write_bytes(blob)
         r = subprocess.run([str(tc.mc), "-disassemble", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx950",
-                            "-show-encoding"], input=" ".join(f"0x{b:02x}" for b in blob), capture_output=True,
-                           text=True)
+                            "-show-encoding"], capture_output=True, text=True,
+                           # One slot per line: llvm-mc quotes the whole input line in every
+                           # "invalid instruction encoding" warning, so one long line costs GBs.
+                           input="".join(" ".join(f"0x{b:02x}" for b in blob[i:i + 8]) + "\n"
+                                         for i in range(0, len(blob), 8)))
     # llvm-mc -disassemble consumes variable lengths; map results by the encoding's first dword.
     first_to_fam = {w0: fam for fam, _, w0 in words}
     for ln in r.stdout.splitlines():

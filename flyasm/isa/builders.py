@@ -35,7 +35,7 @@ RANGES = {
     ("*", "cbsz"): (0, 7), ("*", "abid"): (0, 15), ("*", "blgp"): (0, 7),
     ("*", "row_mask"): (0, 15), ("*", "bank_mask"): (0, 15), ("*", "row_shl"): (1, 15),
     ("*", "row_shr"): (1, 15), ("*", "row_ror"): (1, 15), ("*", "bound_ctrl"): (0, 1), ("*", "fi"): (0, 1),
-    ("*", "mul"): (2, 4), ("*", "div"): (2, 2),
+    ("*", "mul"): (2, 4), ("*", "div"): (2, 2), ("*", "bitop3"): (0, 255),
 }
 # Immediate operands with a narrower range than simm16 (mnemonic -> (lo, hi, why)).
 IMM_RANGES = {
@@ -56,12 +56,14 @@ def _allowed_modifiers(info: dict, suffix: str) -> set[str]:
             allowed |= {"mul", "div"}
         if "op_sel" in probed:
             allowed.add("op_sel")
+        if suffix != "_e32":
+            allowed |= probed & {"bound_ctrl", "fi"}  # VOP3-encoded DPP bits (v_permlane*_swap)
         if "dpp" in probed and suffix in ("", "_dpp"):
             allowed |= DPP_MODS
         if "sdwa" in probed and suffix in ("", "_sdwa"):
             allowed |= SDWA_MODS | {"clamp"}
     elif fam == "VOP3":
-        allowed |= {m for m in ("clamp", "op_sel") if m in probed}
+        allowed |= {m for m in ("clamp", "op_sel", "bitop3") if m in probed}
         if "omod" in probed:
             allowed |= {"mul", "div"}
     elif fam in ("VOP3P", "VOP3PX2"):
@@ -127,6 +129,14 @@ def _kinds_text(kinds) -> str:
     return ", ".join(names.get(k, k) for k in kinds) or "no operand here"
 
 
+def _scalar_source(sp: Special, slot: dict) -> bool:
+    """Trap-handler SGPRs and the src_* constants read like SGPRs in scalar-source slots."""
+    n = sp.name
+    readable = n.startswith(("ttmp", "src_")) or n in ("vccz", "execz", "scc", "flat_scratch_lo", "flat_scratch_hi",
+                                                        "xnack_mask_lo", "xnack_mask_hi")
+    return readable and "w" not in slot.get("access", "r")
+
+
 def _check_operand(mn: str, slot: dict, op, pos: int):
     kinds = slot["kinds"]
     base = op.base if isinstance(op, Mod) else op
@@ -140,7 +150,7 @@ def _check_operand(mn: str, slot: dict, op, pos: int):
         if k == "off":
             if not (slot.get("off_ok") or slot["name"] == "saddr"):
                 raise OperandError(f"{mn} operand {pos} ({slot['name']}) cannot be 'off'")
-        elif k not in kinds and not ("sgpr" in kinds and k in ("vcc", "exec", "m0")):
+        elif k not in kinds and not ("sgpr" in kinds and (k in ("vcc", "exec", "m0") or _scalar_source(base, slot))):
             raise OperandError(f"{mn} operand {pos} ({slot['name']}) takes {_kinds_text(kinds)}, not {base}")
     elif isinstance(base, Imm):
         if set(kinds) & _IMM_KINDS:

@@ -9,6 +9,7 @@ from .instruction import FLAGS, Instruction
 from .operands import (INLINE_FLOATS, SPECIAL_NAMES, Expr, Imm, Label, Mod, Operand, Reg, Special, Waitcnt)
 
 _REG = re.compile(r"^([vas])(?:(\d+)|\[(\d+):(\d+)\])$")
+_TTMP = re.compile(r"^ttmp(\d+|\[\d+:\d+\])$")  # trap-handler SGPRs, kept by name
 _INT = re.compile(r"^-?(0x[0-9a-fA-F]+|\d+)$")
 _FLOAT = re.compile(r"^-?\d+\.\d*(e[-+]?\d+)?$")
 _WAIT = re.compile(r"(vmcnt|expcnt|lgkmcnt)\((\d+)\)")
@@ -76,7 +77,7 @@ def parse_operand(t: str) -> Operand:
         if hi < lo:
             raise ParseError(f"register range {t} ends before it starts", find_loc=False)
         return Reg(f, lo, hi - lo + 1)
-    if t in SPECIAL_NAMES:
+    if t in SPECIAL_NAMES or _TTMP.match(t):
         return Special(t)
     if _INT.match(t):
         neg = t.startswith("-")

@@ -124,11 +124,19 @@ def slots(info: dict, modifiers: dict, suffix: str = "", operands=None) -> list[
             if str(saddr) != "off":
                 out[names.index("addr")]["dwords"] = 1
                 out[names.index("addr")]["off_ok"] = fam == "FLAT_SCRATCH"
+    if info.get("mfma_kind") and "f8f6f4" in info.get("canonical", ""):
+        # A/B widths follow the formats cbsz (A) and blgp (B) select: fp8/bf8 8 dwords, fp6/bf6 6,
+        # fp4 4 (CDNA4 ISA 7.1; mai-gfx950.s: "v[4:9] ... cbsz:3").
+        for s, mod in zip(out[1:3], ("cbsz", "blgp")):
+            s["dwords"] = F8F6F4_DWORDS.get(int(modifiers.get(mod, 0) or 0), s["dwords"])
     if fam in ("VOPC", "VOP2") and suffix != "_e32":
         for s in out:
             if s["name"] == "vcc":  # VOP3 form: any SGPR pair in place of VCC
                 s["kinds"] = ["vcc", "sgpr"]
     return out
+
+
+F8F6F4_DWORDS = {0: 8, 1: 8, 2: 6, 3: 6, 4: 4}
 
 
 def passes(info: dict, modifiers: dict | None = None) -> int | None:
