@@ -81,9 +81,11 @@ def _is_branch(inst: Instruction) -> bool:
     return any("label" in o.get("kinds", ()) for o in ops)
 
 
-def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0) -> AsmModule:
+def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
+              functions: set[str] | None = None) -> AsmModule:
     """Parse a whole .s file (see module doc). `text_base` is subtracted from objdump addresses so
-    `pc` is an offset into .text."""
+    `pc` is an offset into .text. With `functions` (the FUNC symbols of a code object), objdump's
+    `<NAME>:` headers for other symbols (non-.L labels that reached the symbol table) are labels."""
     fname = filename or "<asm>"
     mod = AsmModule(filename=filename)
     cur: AsmKernel | None = None
@@ -157,6 +159,9 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0) -> 
         m = _OBJDUMP_SYM.match(s)
         if m:
             objdump_mode = True
+            if functions is not None and m.group(2) not in functions and cur is not None:
+                pending_labels.append(m.group(2))
+                continue
             start_function(m.group(2))
             if cur.addr is None:
                 cur.addr = int(m.group(1), 16)
@@ -177,9 +182,9 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0) -> 
             continue
         if s.startswith("."):
             body = strip_comment(s)
-            head, _, arg = body.partition(" ")
-            head = head.strip().rstrip(",")
-            arg = arg.strip()
+            parts_ = body.split(None, 1)
+            head = parts_[0].rstrip(",")
+            arg = parts_[1].strip() if len(parts_) > 1 else ""
             if head == ".amdhsa_kernel":
                 in_kd = arg
                 kd_vals[arg] = {}
@@ -227,7 +232,6 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0) -> 
                     inst.loc, inst.region = loc, region
                     cur.instructions.append(inst)
                     cur.encodings.append(inst.raw)
-                    loc = None
                     continue
             mod.directives.append((n, body))
             continue
@@ -260,8 +264,7 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0) -> 
             target = branch_target(pc, inst.operands[0].value & 0xFFFF)
             inst.operands = (Label(pc_label(target)),) + tuple(inst.operands[1:])
         place_labels()
-        inst.loc, inst.region, inst.pc = loc, region, pc
-        loc = None
+        inst.loc, inst.region, inst.pc = loc, region, pc   # .loc holds until the next one, as in DWARF
         cur.instructions.append(inst)
         cur.encodings.append(enc)
     if in_kd is not None:

@@ -43,7 +43,8 @@ def disassemble(src) -> AsmModule:
     co = src if isinstance(src, CodeObject) else read_code_object(src)
     text = _objdump(co)
     try:
-        mod = parse_asm(text, co.path or "<objdump>", text_base=co.text_addr)
+        mod = parse_asm(text, co.path or "<objdump>", text_base=co.text_addr,
+                        functions={f.name for f in co.functions})
     except FlyasmError as e:
         raise CodeObjectError(f"cannot read llvm-objdump's disassembly: {e.message}", find_loc=False) from None
     mod.target = co.target
@@ -72,7 +73,7 @@ class EncodingReport:
 
 def _check_text(inst: Instruction, enc: bytes) -> str:
     """Text to re-encode: branches with their numeric simm16 instead of the label."""
-    if inst.operands and isinstance(inst.operands[0], Label) and inst.operands[0].name.startswith(".L_pc_"):
+    if inst.operands and isinstance(inst.operands[0], Label):
         simm = int.from_bytes(enc[0:2], "little")
         return Instruction(inst.mnemonic, (Imm(simm),) + tuple(inst.operands[1:]), dict(inst.modifiers)).text()
     return inst.text()
@@ -109,7 +110,10 @@ def verify_encodings(mod: AsmModule) -> EncodingReport:
             continue
         m = _ENC.search(line)
         if m and cur is not None and cur not in got:
-            got[cur] = bytes(int(x, 0) for x in m.group(1).split(",") if x.strip())
+            try:
+                got[cur] = bytes(int(x, 0) for x in m.group(1).split(",") if x.strip())
+            except ValueError:   # a fixup ('A' bytes): not a resolved encoding
+                pass
     mism = []
     for i, (inst, enc) in enumerate(items):
         mine = got.get(i)
