@@ -167,7 +167,8 @@ class KernelDescriptor:
         return bad + self.reserved_bits()
 
     def to_dict(self) -> dict:
-        d = {"group_segment_fixed_size": self.group_segment_fixed_size,
+        d = {f"{k}_field" if k == "accum_offset" else k: v for k, v in self.fields.items()}
+        d |= {"group_segment_fixed_size": self.group_segment_fixed_size,
              "private_segment_fixed_size": self.private_segment_fixed_size,
              "kernarg_size": self.kernarg_size,
              "kernel_code_entry_byte_offset": self.kernel_code_entry_byte_offset,
@@ -177,7 +178,6 @@ class KernelDescriptor:
              "kernel_code_properties": f"0x{self.kernel_code_properties:04x}",
              "kernarg_preload": f"0x{self.kernarg_preload:04x}",
              "accum_offset": self.accum_offset, "vgpr_alloc": self.vgpr_alloc, "sgpr_alloc": self.sgpr_alloc}
-        d.update(self.fields)
         return d
 
     def directives(self) -> list[tuple[str, int]]:

@@ -1,0 +1,220 @@
+"""The `flyasm` command.
+
+Each command is a small function registered on `main`; heavy modules are imported inside it so
+`flyasm --help` stays fast. To add a command from another module, add a function here:
+
+    @main.command()
+    @click.argument(...)
+    def stats(...):
+        from .report import stats as _s
+        ...
+
+A FlyasmError becomes one red line on stderr and exit code 2 (no traceback).
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import FlyasmError
+
+
+def _fail(msg: str) -> None:
+    click.secho(f"error: {msg}", fg="red", err=True)
+    sys.exit(2)
+
+
+def handles_errors(fn):
+    """Turn FlyasmError (and unreadable files) into one red line and exit code 2."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except FlyasmError as e:
+            _fail(str(e))
+        except BrokenPipeError:
+            sys.exit(0)
+        except OSError as e:
+            _fail(f"{e.filename or ''}: {e.strerror or e}")
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="flyasm")
+def main():
+    """flyasm: ISA-level kernel assembler for AMD gfx950 (CDNA4).
+
+    Build kernels from Python, assemble and disassemble .s and .co files, inspect code objects.
+    """
+
+
+def _parse_params(items: tuple[str, ...]) -> dict:
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise FlyasmError(f"-p takes key=value, not '{it}'", find_loc=False)
+        k, v = it.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v   # plain strings need no quotes: -p dtype=bf16
+    return out
+
+
+def _load_builder(spec: str):
+    path, _, fn = spec.partition(":")
+    fn = fn or "build"
+    p = Path(path)
+    if not p.is_file():
+        raise FlyasmError(f"kernel file {path} does not exist", find_loc=False)
+    modname = f"flyasm_user_{p.stem}"
+    s = importlib.util.spec_from_file_location(modname, p)
+    mod = importlib.util.module_from_spec(s)
+    sys.modules[modname] = mod
+    s.loader.exec_module(mod)
+    if not hasattr(mod, fn):
+        raise FlyasmError(f"{path} has no function '{fn}' (use FILE.py:FUNCTION)", find_loc=False)
+    return getattr(mod, fn)
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    if isinstance(x, bytes):
+        return x.hex()
+    return str(x)
+
+
+@main.command()
+@click.argument("kernel", metavar="KERNEL.py[:FN]")
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VAL",
+              help="Parameter passed to FN (value read as JSON when it parses, else a string). Repeatable.")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Directory for NAME.s, NAME.co and NAME.json.")
+@handles_errors
+def build(kernel, params, out_dir):
+    """Build a kernel: import KERNEL.py, call FN(**params) (default `build`), which returns a Kernel;
+    write NAME.s, NAME.co and NAME.json (descriptor, args, plan)."""
+    from .asm.driver import atomic_write
+    from .kernel import Kernel
+
+    fn = _load_builder(kernel)
+    kw = _parse_params(params)
+    try:
+        k = fn(**kw)
+    except TypeError as e:
+        raise FlyasmError(f"calling {kernel} with {kw}: {e}", find_loc=False) from None
+    if not isinstance(k, Kernel):
+        raise FlyasmError(f"{kernel} returned {type(k).__name__}, not a Kernel", find_loc=False)
+    res = k.build(out_dir)
+    info = {"name": k.name, "descriptor": k.descriptor(),
+            "args": [{"name": a.name, "type": a.type, "offset": a.offset, "size": a.size,
+                      "value_kind": a.value_kind} for a in k.args],
+            "block": list(k.block), "lds": k.lds, "code_object": k.code_object}
+    if k.plan is not None and hasattr(k.plan, "to_dict"):
+        info["plan"] = k.plan.to_dict()
+    atomic_write(Path(out_dir) / f"{k.name}.json", json.dumps(_jsonable(info), indent=2, sort_keys=True) + "\n")
+    click.echo(f"{res.asm_path}\n{res.co_path}\n{Path(out_dir) / (k.name + '.json')}")
+
+
+@main.command()
+@click.argument("src", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False), help="Output .co (default: SRC with .co).")
+@click.option("--code-object", type=click.Choice(["5", "6"]), default="5", show_default=True,
+              help="HSA code object version.")
+@handles_errors
+def asm(src, out, code_object):
+    """Assemble and link a .s file into a code object with llvm-mc and ld.lld."""
+    from .asm.driver import assemble, atomic_write
+    text = Path(src).read_text()
+    data = assemble(text, int(code_object), name=Path(src).name)
+    out = out or str(Path(src).with_suffix(".co"))
+    atomic_write(Path(out), data)
+    click.echo(out)
+
+
+@main.command()
+@click.argument("src", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False),
+              help="Output .s (default: print to stdout).")
+@click.option("--no-verify", is_flag=True, help="Skip re-encoding each instruction with llvm-mc.")
+@handles_errors
+def disasm(src, out, no_verify):
+    """Disassemble a code object into a .s that assembles back to the same bytes
+    (.text, kernel descriptors, metadata)."""
+    from .asm.driver import atomic_write
+    from .codeobj.disasm import disasm as _disasm
+    text = _disasm(src, verify=not no_verify)
+    if out:
+        atomic_write(Path(out), text)
+        click.echo(out)
+    else:
+        click.echo(text, nl=False)
+
+
+@main.command()
+@click.argument("src", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
+@handles_errors
+def info(src, as_json):
+    """Kernel descriptor and metadata summary of a code object."""
+    from .codeobj.reader import read_code_object
+    co = read_code_object(src)
+    summ = co.summary()
+    if as_json:
+        click.echo(json.dumps(_jsonable(summ), indent=2, sort_keys=True))
+        return
+    click.echo(f"{src}: {summ['target']}, code object v{summ['code_object_version']} "
+               f"(ABI {summ['abi_version']}, e_flags {summ['e_flags']}), .text {summ['text_bytes']} bytes")
+    for k in summ["kernels"]:
+        d = k["descriptor"]
+        md = k["metadata"]
+        click.echo(f"  kernel {k['name']} @ {k['addr']} ({k['size']} bytes)")
+        click.echo(f"    LDS {d['group_segment_fixed_size']} B, scratch {d['private_segment_fixed_size']} B, "
+                   f"kernarg {d['kernarg_size']} B, VGPR alloc {d['vgpr_alloc']} (accum_offset {d['accum_offset']}), "
+                   f"SGPR alloc {d['sgpr_alloc']}, user SGPRs {d['user_sgpr_count']}")
+        click.echo(f"    rsrc1 {d['compute_pgm_rsrc1']} rsrc2 {d['compute_pgm_rsrc2']} rsrc3 {d['compute_pgm_rsrc3']} "
+                   f"kcp {d['kernel_code_properties']}; wg id x/y/z {d['enable_sgpr_workgroup_id_x']}"
+                   f"{d['enable_sgpr_workgroup_id_y']}{d['enable_sgpr_workgroup_id_z']}, "
+                   f"workitem id {d['enable_vgpr_workitem_id']}, ieee {d['enable_ieee_mode']}, "
+                   f"dx10_clamp {d['enable_dx10_clamp']}")
+        if md:
+            click.echo(f"    metadata: vgpr {md.get('vgpr_count')}, agpr {md.get('agpr_count')}, sgpr {md.get('sgpr_count')}, "
+                       f"max workgroup {md.get('max_flat_workgroup_size')}")
+        for a in k["args"]:
+            click.echo(f"    arg {a.get('name', '?'):<12} offset {a.get('offset'):>4} size {a.get('size'):>3} "
+                       f"{a.get('value_kind')}")
+
+
+@main.command()
+@handles_errors
+def doctor():
+    """Toolchain versions and paths, and the Python packages flyasm uses."""
+    from importlib import metadata as md
+
+    from .asm.toolchain import describe
+    d = describe()
+    click.echo(f"LLVM {d['llvm']} in {d['bin']}")
+    for t, p in d.items():
+        if t not in ("llvm", "bin"):
+            click.echo(f"  {t:<15} {p or 'MISSING'}")
+    click.echo(f"python {sys.version.split()[0]}")
+    for pkg in ("numpy", "pyelftools", "msgpack", "click", "rich", "tqdm", "torch", "pytest", "hypothesis"):
+        try:
+            ver = md.version(pkg)
+        except md.PackageNotFoundError:
+            ver = "not installed"
+        click.echo(f"  {pkg:<15} {ver}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
