@@ -258,7 +258,13 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
             try:
                 inst = parse_instruction(body, where(n))
             except ParseError as e:
-                raise ParseError(f"{fname}:{n}: {e.message}", where(n), find_loc=False) from None
+                if enc is None:
+                    raise ParseError(f"{fname}:{n}: {e.message}", where(n), find_loc=False) from None
+                # objdump printed something the IR cannot hold (e.g. an invalid register note):
+                # keep the bytes, and the text as a comment
+                head, _, rest = body.partition(" ")
+                inst = Instruction(head, (Expr(rest.strip()),) if rest.strip() else (), {}, raw=enc,
+                                   comment=f"unparsed: {e.message}")
         if enc is not None and pc is not None and inst.mnemonic != ".long" and _is_branch(inst) and inst.operands \
                 and isinstance(inst.operands[0], Imm):
             target = branch_target(pc, inst.operands[0].value & 0xFFFF)
