@@ -1,0 +1,178 @@
+"""Hazard checking and s_nop insertion over a program's CFG.
+
+Wait states are counted as LLVM's hazard recogniser counts them (notes §4.1,
+`getWaitStatesSince` / `SIInstrInfo::getNumWaitStates`): every instruction is 1, `s_nop N` is N+1,
+labels are 0, walking backwards through predecessor blocks and loop back edges; the distance to a
+producer is the minimum over paths (we take the worst need over all paths). Strict mode counts
+only `s_nop` and VALU instructions, as the ISA text words it, and adds rows 26/30/31.
+
+Unlike LLVM (notes §4.3) the search is not cut at 19 wait states: a 16-pass XDL result needs 20.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..isa.instruction import Instruction
+from ..isa.operands import Imm
+from ..isa.syntax import parse_instruction
+from .cfg import CFG, build_cfg, is_label
+from .findings import Finding, Site
+from .rules import MAX_WAITS, RULES, SELECTORS, Rule, is_valu
+
+MODES = ("verify", "insert", "strict")
+MAX_NOP = 16          # s_nop 15 = 16 wait states on gfx950
+
+
+def nop_waits(ins: Instruction) -> int:
+    op = ins.operands[0] if ins.operands else None
+    return (int(op.value) if isinstance(op, Imm) else 0) + 1
+
+
+def wait_states(ins: Instruction, strict: bool = False) -> int:
+    if ins.name == "s_nop":
+        return nop_waits(ins)
+    if strict:
+        return 1 if is_valu(ins) else 0
+    return 1
+
+
+@dataclass(frozen=True)
+class Hit:
+    rule: Rule
+    producer: int          # item index
+    distance: int          # wait states between producer and consumer (worst path)
+    waits: int             # wait states the rule needs
+
+    @property
+    def need(self) -> int:
+        return self.waits - self.distance
+
+
+def _rule_max(rules: list[Rule]) -> int:
+    if all(isinstance(r.waits, int) for r in rules):
+        return max(r.waits for r in rules)
+    return MAX_WAITS
+
+
+class HazardAnalysis:
+    def __init__(self, items: list, strict: bool = False, cfg: CFG | None = None):
+        self.items = items
+        self.strict = strict
+        self.cfg = cfg or build_cfg(items)
+        self.rules = [r for r in RULES if strict or not r.strict_only]
+        self.extra: dict[int, int] = {}      # item index -> wait states of s_nops to insert before it
+        self._ws = {i: wait_states(it, strict) for i, it in enumerate(items) if not is_label(it)}
+
+    def hits(self, ci: int) -> list[Hit]:
+        """Every rule whose nearest producer is too close to the consumer at item `ci`."""
+        c = self.items[ci]
+        searches: dict[tuple, list[Rule]] = {}
+        for rule in self.rules:
+            if rule.consumer(c):
+                for tag, regs in SELECTORS[rule.operands](c):
+                    searches.setdefault((rule.group, tag, regs), []).append(rule)
+        if not searches:
+            return []
+        limit = {k: _rule_max(v) for k, v in searches.items()}
+        best: dict[tuple, Hit] = {}
+        cfg = self.cfg
+        b0 = cfg.block_of[ci]
+        start = cfg.blocks[b0].insts.index(ci)
+        seen: dict[tuple, int] = {}
+        stack = [(b0, start, self.extra.get(ci, 0), frozenset(searches))]
+        while stack:
+            bid, pos, ws, pending = stack.pop()
+            insts = cfg.blocks[bid].insts
+            for j in reversed(insts[:pos]):
+                p = self.items[j]
+                done = set()
+                for key in pending:
+                    _, tag, regs = key
+                    for rule in searches[key]:
+                        if rule.applies(p, c, tag, regs):
+                            h = Hit(rule, j, ws, rule.need(p, c, tag, regs))
+                            if key not in best or h.need > best[key].need:
+                                best[key] = h
+                            done.add(key)
+                            break
+                ws += self._ws[j] + self.extra.get(j, 0)
+                pending = frozenset(k for k in pending if k not in done and ws < limit[k])
+                if not pending:
+                    break
+            else:
+                for pred in cfg.blocks[bid].preds:
+                    st = (pred, pending)
+                    if st in seen and seen[st] <= ws:
+                        continue
+                    seen[st] = ws
+                    stack.append((pred, len(cfg.blocks[pred].insts), ws, pending))
+        return [h for h in best.values() if h.need > 0]
+
+    def needed(self, ci: int) -> int:
+        return max((h.need for h in self.hits(ci)), default=0)
+
+    def instruction_indices(self) -> list[int]:
+        return [i for i, it in enumerate(self.items) if not is_label(it)]
+
+    def plan_nops(self) -> dict[int, int]:
+        """Wait states to add before each instruction, in program order (as LLVM's recogniser does:
+        nops placed earlier count for later consumers)."""
+        for ci in self.instruction_indices():
+            n = self.needed(ci)
+            if n > 0:
+                self.extra[ci] = n
+        return dict(self.extra)
+
+
+def nops_for(n: int) -> list[Instruction]:
+    out = []
+    while n > 0:
+        k = min(n, MAX_NOP)
+        out.append(parse_instruction(f"s_nop {k - 1}"))
+        n -= k
+    return out
+
+
+def _finding(items, h: Hit, ci: int, strict: bool) -> Finding:
+    c, p = Site(ci, items[ci]), Site(h.producer, items[h.producer])
+    nops = " + ".join(i.text() for i in nops_for(h.need))
+    unit = "VALU/s_nop wait states" if strict else "wait states"
+    row = f"row {h.rule.row}" if h.rule.row is not None else "no row"
+    msg = (f"{c.describe()} is {h.distance} {unit} after {p.describe()} but {h.rule.title} needs "
+           f"{h.waits} (notes §4.2 {row}); add {nops} right before it")
+    return Finding(h.rule.id, msg, c, p, h.distance, h.waits, f"insert {nops} before #{ci}", h.rule.row, "hazard")
+
+
+def check_hazards(items: list, mode: str = "verify") -> list[Finding]:
+    if mode not in MODES:
+        raise ValueError(f"mode is one of {MODES}, not {mode!r}")
+    strict = mode == "strict"
+    ha = HazardAnalysis(items, strict)
+    out = []
+    for ci in ha.instruction_indices():
+        for h in sorted(ha.hits(ci), key=lambda h: (-h.need, h.producer)):
+            out.append(_finding(items, h, ci, strict))
+    return out
+
+
+def insert_nops(items: list, strict: bool = False) -> list:
+    """A new program with the fewest s_nops that clear every hazard: each consumer gets exactly
+    what it lacks, merged with an s_nop right before it, split at 16 wait states per s_nop."""
+    ha = HazardAnalysis(items, strict)
+    extra = ha.plan_nops()
+    out: list = []
+    for i, it in enumerate(items):
+        n = extra.get(i, 0)
+        if n > 0:
+            if out and not is_label(out[-1]) and out[-1].name == "s_nop":
+                n += nop_waits(out.pop())
+            out.extend(nops_for(n))
+        out.append(it)
+    return out
+
+
+def inserted_wait_states(items: list, strict: bool = False) -> list[int]:
+    """Wait states insert mode adds before each instruction (labels skipped)."""
+    ha = HazardAnalysis(items, strict)
+    extra = ha.plan_nops()
+    return [extra.get(i, 0) for i in ha.instruction_indices()]
