@@ -76,7 +76,10 @@ def build_cfg(items: list) -> CFG:
         e = starts[n + 1] if n + 1 < len(starts) else len(items)
         b = Block(n, s, e)
         for i in range(s, e):
-            (b.labels if is_label(items[i]) else b.insts).append(i)
+            if is_label(items[i]):
+                b.labels.append(items[i])
+            else:
+                b.insts.append(i)
         blocks.append(b)
     label_block = {lab: b.id for b in blocks for lab in b.labels}
     block_of = {i: b.id for b in blocks for i in b.insts}

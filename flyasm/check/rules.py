@@ -78,7 +78,12 @@ def is_setreg(i: Instruction) -> bool:
 
 
 def is_vcmpx(i: Instruction) -> bool:
-    return i.family in ("VOPC", "VOP3") and i.name.startswith("v_cmpx") and ("spec", "exec") in i.writes
+    # isVCmpXWritesExec: any VALU compare that writes EXEC (v_cmpx_*, or v_cmp_* with exec as sdst)
+    return i.name.startswith("v_cmp") and ("spec", "exec") in i.writes
+
+
+def is_smfmac(i: Instruction) -> bool:
+    return i.name.startswith("v_smfmac")
 
 
 def is_permlane_swap(i: Instruction) -> bool:
@@ -111,6 +116,10 @@ def forwarded_dst(i: Instruction) -> frozenset:
     vdst = _slot_regs(i, "vdst")
     sel = i.modifiers.get("dst_sel")
     if i.is_sdwa and sel is not None and sel != "DWORD":
+        return vdst
+    if i.family == "VOP3P" and ("op_sel_hi" not in i.modifiers or i.modifiers["op_sel_hi"][0]):
+        # LLVM reads the VOP3P src0 op_sel_hi bit (set by default) as the VOP3 DST_OP_SEL bit, so
+        # v_pk_* / v_dot2* count as forwarding producers: conservative, and what llc inserts.
         return vdst
     op_sel = i.modifiers.get("op_sel")
     if op_sel:
@@ -184,12 +193,13 @@ def sel_all_regs(i):
 
 
 def sel_mfma_uses(i):
-    """MFMA sources as LLVM tells them apart: the operand named src2 is SrcC, all others
-    (src0, src1, and the SMFMAC accumulator that is read through vdst) count as SrcA/B."""
+    """MFMA sources as LLVM tells them apart: SrcC is the accumulator (src2; for SMFMAC the tuple
+    read through vdst, whose src2 is the sparsity index and counts as SrcA/B, as llc shows)."""
+    srcc = "vdst" if is_smfmac(i) else "src2"
     out = []
     for n, r in _explicit(i, "r"):
         if all(k in VEC for k, _ in r):
-            out.append(("srcc" if n == "src2" else "srcab", r))
+            out.append(("srcc" if n == srcc else "srcab", r))
     return out
 
 
@@ -223,6 +233,15 @@ def sel_lane_select(i):
     return [("src1", r)] if r and all(k == "s" for k, _ in r) else []
 
 
+def sel_dpp_uses(i):
+    """DPP reads its vdst too (the 'old' value kept in disabled lanes)."""
+    out = sel_vec_uses(i)
+    d = _slot_regs(i, "vdst")
+    if d and all(k in VEC for k, _ in d) and not any(r == d for _, r in out):
+        out.append(("vdst", d))
+    return out
+
+
 def sel_none(i):
     return [("", frozenset())]
 
@@ -231,7 +250,7 @@ SELECTORS: dict[str, Callable] = {
     "uses": sel_uses, "vec_uses": sel_vec_uses, "defs": sel_defs, "vec_defs": sel_vec_defs,
     "all_uses": sel_all_uses, "all_regs": sel_all_regs, "mfma_uses": sel_mfma_uses,
     "sgpr_uses": sel_sgpr_uses, "scalar_uses": sel_scalar_uses, "exec": _one("exec"), "vcc": _one("vcc"),
-    "m0": _one("m0"), "src0": sel_src0, "lane_select": sel_lane_select, "none": sel_none,
+    "m0": _one("m0"), "src0": sel_src0, "dpp_uses": sel_dpp_uses, "lane_select": sel_lane_select, "none": sel_none,
 }
 
 
@@ -241,7 +260,7 @@ def mfma_dst(p: Instruction) -> frozenset:
 
 
 def srcc_regs(p: Instruction) -> frozenset:
-    return _slot_regs(p, "src2")
+    return _slot_regs(p, "vdst" if is_smfmac(p) else "src2")
 
 
 RELATIONS: dict[str, Callable[[Instruction, frozenset], bool]] = {
@@ -380,7 +399,7 @@ RULES: list[Rule] = [
 
     # ---- VALU / memory consumers of MFMA and DOT results (checkMAIVALUHazards) -------------------
     Rule("dot_write_same_srcc", 28, "DOT writes -> the same DOT opcode reads it as SrcC", "dot_use",
-         _non_mfma_vector, "uses", is_dot, "dst", 0, when=lambda p, c, t, r: p.name == c.name and t == "src2",
+         _non_mfma_vector, "uses", is_dot, "dst", 0, when=lambda p, c, t, r: p.name == c.name and t in ("src2", "vdst"),
          source="checkMAIVALUHazards DotWriteSameDotReadSrcAB"),
     Rule("dot_write_read", 28, "DOT writes -> VALU/memory reads it", "dot_use", _non_mfma_vector, "uses", is_dot,
          "dst", 3, source="checkMAIVALUHazards DotWriteDifferentVALURead / DotWriteSameDotReadSrcAB"),
@@ -442,7 +461,7 @@ RULES: list[Rule] = [
     Rule("valu_sgpr_vmem", 20, "VALU writes SGPR/EXEC -> VMEM reads it", "vmem_sgpr", is_vmem, "scalar_uses",
          is_valu, "writes", 5, source="checkVMEMHazards VmemSgprWaitStates"),
     Rule("valu_vgpr_dpp", 21, "instruction writes VGPR -> DPP reads it", "dpp_vgpr", lambda c: c.is_dpp,
-         "vec_uses", lambda p: True, "writes", 2, source="checkDPPHazards DppVgprWaitStates"),
+         "dpp_uses", lambda p: True, "writes", 2, source="checkDPPHazards DppVgprWaitStates"),
     Rule("valu_exec_dpp", 22, "VALU writes EXEC -> DPP", "dpp_exec", lambda c: c.is_dpp, "exec", is_valu,
          "writes", 5, source="checkDPPHazards DppExecWaitStates"),
     Rule("valu_vcc_div_fmas", 23, "VALU writes VCC -> v_div_fmas", "div_fmas",
@@ -460,8 +479,8 @@ RULES: list[Rule] = [
 
     # ---- strict mode only: ISA text rows LLVM does not implement for gfx950 ---------------------
     Rule("setreg_rfe", 26, "s_setreg TRAPSTS -> s_rfe", "rfe", lambda c: c.name == "s_rfe_b64", "none",
-         lambda p: is_setreg(p) and hwreg_id(p) == "HW_REG_TRAPSTS", "any", 1, strict_only=True,
-         source="ISA Table 11 (LLVM: hasRFEHazards is SI/VI only)"),
+         lambda p: is_setreg(p) and hwreg_id(p) == "HW_REG_TRAPSTS", "any", 1,
+         source="checkRFEHazards (llc 22 applies it on gfx950)"),
     Rule("valu_vccz_execz", 30, "VALU writes VCC/EXEC -> VALU reads VCCZ/EXECZ as data", "vccz",
          lambda c: is_valu(c) and any(str(o).lstrip("-|") in ("src_vccz", "src_execz", "vccz", "execz")
                                       for o in c.operands), "none",
