@@ -1,0 +1,181 @@
+"""Diff two kernels (Kernel objects, .s, .co, .py): register layout, instruction mix per region,
+descriptor and metadata. `diff(A, B)` gives a JSON-able dict; `format_diff(d)` the text.
+
+Register layout comes from the register plans when both kernels have one (RegisterPlan.to_dict
+and RegisterPlan.diff); otherwise from use: every register is owned by the set of regions whose
+instructions read or write it ('-' for instructions outside any region), and the diff lists the
+registers whose owner changed, and per region the registers added and removed.
+"""
+from __future__ import annotations
+
+import json
+
+from .program import Program, as_program
+from .stats import CLASSES, EXTRAS, counts
+
+OUTSIDE = "-"
+WHOLE = "(whole program)"
+
+
+def ranges(regs) -> str:
+    """Compact inclusive ranges: {('v',0),('v',1),('s',4)} -> 'v[0:1] s4'."""
+    out = []
+    for f in ("v", "a", "s"):
+        idx = sorted(i for ff, i in regs if ff == f)
+        j = 0
+        while j < len(idx):
+            k = j
+            while k + 1 < len(idx) and idx[k + 1] == idx[k] + 1:
+                k += 1
+            out.append(f"{f}{idx[j]}" if j == k else f"{f}[{idx[j]}:{idx[k]}]")
+            j = k + 1
+    return " ".join(out)
+
+
+def leaf(inst) -> str:
+    return "/".join(inst.region) if inst.region else OUTSIDE
+
+
+def region_registers(p: Program) -> dict[str, set]:
+    out: dict[str, set] = {}
+    for inst in p.stream:
+        regs = {r for r in inst.reads | inst.writes if r[0] in ("v", "a", "s")}
+        out.setdefault(leaf(inst), set()).update(regs)
+    return out
+
+
+def owners(p: Program) -> dict[tuple, str]:
+    own: dict[tuple, set] = {}
+    for name, regs in region_registers(p).items():
+        for r in regs:
+            own.setdefault(r, set()).add(name)
+    return {r: "+".join(sorted(v)) for r, v in own.items()}
+
+
+def _flat(x, prefix="") -> dict:
+    if isinstance(x, dict):
+        out = {}
+        for k, v in x.items():
+            out.update(_flat(v, f"{prefix}{str(k).lstrip('.')}."))
+        return out
+    if isinstance(x, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in x):
+        out = {}
+        for i, v in enumerate(x):
+            out.update(_flat(v, f"{prefix}{i}."))
+        return out
+    return {prefix[:-1]: list(x) if isinstance(x, tuple) else x}
+
+
+def _dict_diff(a: dict, b: dict) -> dict:
+    fa, fb = _flat(a), _flat(b)
+    return {k: [fa.get(k), fb.get(k)] for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)}
+
+
+def _layout(pa: Program, pb: Program) -> dict:
+    if pa.plan is not None and pb.plan is not None:
+        da, db = pa.plan.to_dict(), pb.plan.to_dict()
+        return {"source": "plan", "changes": _dict_diff(da.get("regions", {}), db.get("regions", {})),
+                "accum_offset": [da.get("accum_offset"), db.get("accum_offset")],
+                "text": pa.plan.diff(pb.plan)}
+    ra, rb = region_registers(pa), region_registers(pb)
+    regions = {}
+    for n in sorted(set(ra) | set(rb)):
+        a_, b_ = ra.get(n, set()), rb.get(n, set())
+        if a_ != b_:
+            regions[n] = {"a": ranges(a_), "b": ranges(b_), "added": ranges(b_ - a_), "removed": ranges(a_ - b_),
+                          "size": [len(a_), len(b_)]}
+    oa, ob = owners(pa), owners(pb)
+    moved: dict[tuple, set] = {}
+    for r in set(oa) | set(ob):
+        x, y = oa.get(r, "(unused)"), ob.get(r, "(unused)")
+        if x != y:
+            moved.setdefault((x, y), set()).add(r)
+    owner_changes = [{"registers": ranges(rs), "a": x, "b": y} for (x, y), rs in
+                     sorted(moved.items(), key=lambda kv: (min(kv[1]), kv[0]))]
+    return {"source": "usage", "regions": regions, "owner_changes": owner_changes}
+
+
+def _mix(pa: Program, pb: Program) -> dict:
+    def per_region(p):
+        groups: dict[str, list] = {WHOLE: p.stream}
+        for inst in p.stream:
+            groups.setdefault(leaf(inst), []).append(inst)
+        return {n: counts(v) for n, v in groups.items()}
+
+    ma, mb = per_region(pa), per_region(pb)
+    out = {}
+    for n in sorted(set(ma) | set(mb), key=lambda n: (n != WHOLE, n)):
+        ca, cb = ma.get(n), mb.get(n)
+        ch = {}
+        for k in CLASSES + EXTRAS + ("total",):
+            x, y = (ca or {}).get(k, 0), (cb or {}).get(k, 0)
+            if x != y:
+                ch[k] = [x, y]
+        shapes_a, shapes_b = (ca or {}).get("mfma_by_shape", {}), (cb or {}).get("mfma_by_shape", {})
+        for s_ in sorted(set(shapes_a) | set(shapes_b)):
+            x, y = shapes_a.get(s_, {}).get("count", 0), shapes_b.get(s_, {}).get("count", 0)
+            if x != y:
+                ch[s_] = [x, y]
+        if ch or (ca is None) != (cb is None):
+            out[n] = {"only_in": ("a" if cb is None else "b") if (ca is None) != (cb is None) else None,
+                      "changes": ch}
+    return out
+
+
+def diff(a, b, *, kernel_a: str | None = None, kernel_b: str | None = None) -> dict:
+    """Differences from kernel A to kernel B (each a Kernel, Program, CodeObject or .co/.s/.py path)."""
+    pa, pb = as_program(a, kernel_a), as_program(b, kernel_b)
+    norm = _dict_diff(pa.descriptor, pb.descriptor)
+    raw = _dict_diff(pa.raw_descriptor, pb.raw_descriptor) if pa.source == pb.source else {}
+    raw = {k: v for k, v in raw.items() if k not in norm}
+    return {
+        "a": pa.name, "b": pb.name,
+        "layout": _layout(pa, pb),
+        "mix": _mix(pa, pb),
+        "descriptor": norm,
+        "descriptor_raw": raw,
+        "metadata": _dict_diff(pa.metadata, pb.metadata),
+        "instructions": [len(pa.stream), len(pb.stream)],
+    }
+
+
+def is_empty(d: dict) -> bool:
+    lay = d["layout"]
+    lay_changed = bool(lay.get("regions") or lay.get("owner_changes") or lay.get("changes") or lay.get("text"))
+    return not (lay_changed or d["mix"] or d["descriptor"] or d["descriptor_raw"] or d["metadata"])
+
+
+def to_json(d: dict) -> str:
+    return json.dumps(d, indent=2, default=str)
+
+
+def format_diff(d: dict) -> str:
+    out = [f"diff {d['a']} -> {d['b']}  ({d['instructions'][0]} -> {d['instructions'][1]} instructions)"]
+    if is_empty(d):
+        return out[0] + "\nno differences"
+    lay = d["layout"]
+    if lay["source"] == "plan":
+        if lay["text"]:
+            out += ["", "register plan:"] + ["  " + x for x in lay["text"].splitlines()]
+    else:
+        if lay["owner_changes"]:
+            out += ["", "registers that changed owner (regions using them, from instruction use):"]
+            out += [f"  {c['registers']}: {c['a']} -> {c['b']}" for c in lay["owner_changes"]]
+        if lay["regions"]:
+            out += ["", "registers per region:"]
+            for n, r in lay["regions"].items():
+                parts = [f"{r['size'][0]} -> {r['size'][1]} registers"]
+                if r["added"]:
+                    parts.append(f"+{r['added']}")
+                if r["removed"]:
+                    parts.append(f"-{r['removed']}")
+                out.append(f"  {n}: " + ", ".join(parts))
+    if d["mix"]:
+        out += ["", "instruction mix:"]
+        for n, m in d["mix"].items():
+            tag = f" (only in {m['only_in'].upper()})" if m["only_in"] else ""
+            out.append(f"  {n}{tag}: " + ", ".join(f"{k} {x} -> {y}" for k, (x, y) in m["changes"].items()))
+    for title, key in (("descriptor", "descriptor"), ("descriptor fields", "descriptor_raw"), ("metadata", "metadata")):
+        if d[key]:
+            out += ["", f"{title}:"] + [f"  {k}: {x} -> {y}" for k, (x, y) in d[key].items()]
+    return "\n".join(out)
