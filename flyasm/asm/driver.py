@@ -93,7 +93,8 @@ def build_kernel(k, out_dir=None, *, check: bool = True) -> BuildResult:
     from .writer import render
     text, line_map = render(k)
     if check:
-        from ..check import check_kernel_stream  # noqa: F401  (the checker hooks in here when present)
+        from ..check import check_kernel_stream
+        check_kernel_stream(k)   # raises CheckError (a FlyasmError) listing the findings
     co = assemble(text, k.code_object, line_map, k.stream, name=f"{k.name}.s")
     res = BuildResult(k.name, text, co)
     if out_dir is not None:

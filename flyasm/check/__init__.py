@@ -1,5 +1,51 @@
-"""Static checks: wait counters and gfx950 hazards (see issue: checker)."""
+"""Static checks: wait counters (waitcnt.py) and gfx950 hazards (rules.py table, hazards.py search).
+
+Everything works on a *program*: a list of `Instruction`s and label names (str), so builders,
+parsed .s files and disassembled code objects are checked alike.
+"""
+from __future__ import annotations
+
+from ..errors import FlyasmError
+from .cfg import build_cfg, program_from_kernel, program_from_lines
+from .findings import Finding, Site
+from .hazards import MODES, check_hazards, inserted_wait_states
+from .hazards import insert_nops as _insert_nops
+from .rules import RULES, RULES_BY_ID
+from .waitcnt import check_waitcnt
 
 
-def check_kernel_stream(*_args, **_kw):  # placeholder hook until the checker lands
-    return []
+class CheckError(FlyasmError):
+    """A kernel that the static checker finds hazards or missing waits in."""
+
+
+def check_program(items: list, mode: str = "verify") -> list[Finding]:
+    """Findings of both checks. mode: 'verify' (LLVM's wait-state counting), 'strict' (only s_nop
+    and VALU count, ISA-only rows on) or 'insert' (hazards are fixed by s_nops: only the
+    wait-counter findings remain)."""
+    if mode not in MODES:
+        raise ValueError(f"mode is one of {MODES}, not {mode!r}")
+    items = list(items)
+    hz = [] if mode == "insert" else check_hazards(items, mode)
+    return sorted(hz + check_waitcnt(items), key=lambda f: (f.consumer.index, f.rule))
+
+
+def insert_nops(items: list, strict: bool = False) -> list:
+    return _insert_nops(list(items), strict)
+
+
+def check_kernel(k, mode: str = "verify") -> list[Finding]:
+    return check_program(program_from_kernel(k), mode)
+
+
+def check_kernel_stream(k, mode: str = "verify") -> None:
+    """Raise CheckError listing every finding (one line each) when the kernel has any."""
+    from .report import format_findings
+    findings = check_kernel(k, mode)
+    if findings:
+        raise CheckError(f"kernel {k.name}: {len(findings)} static-check finding(s):\n"
+                         + format_findings(findings), find_loc=False)
+
+
+__all__ = ["Finding", "Site", "CheckError", "check_program", "insert_nops", "check_kernel", "check_kernel_stream",
+           "check_hazards", "check_waitcnt", "inserted_wait_states", "build_cfg", "program_from_lines",
+           "program_from_kernel", "RULES", "RULES_BY_ID"]

@@ -1,0 +1,217 @@
+"""Wait-counter check: reads and writes of registers (and LDS) that a memory op still writes.
+
+Model (notes §3.4, CDNA4 ISA 4.4):
+* vmcnt: every VMEM op (MUBUF/global/scratch: loads, stores, atomics, LDS-DMA loads) counts; they
+  complete in issue order, so `vmcnt(N)` retires all but the N most recent.
+* lgkmcnt: DS ops complete in order among themselves; SMEM (and s_sendmsg) may return out of order,
+  so only `lgkmcnt(0)` is known to retire them. FLAT counts on both counters and is unordered on
+  both ("the only sensible s_waitcnt after FLAT is 0"): it is retired by vmcnt(0) or lgkmcnt(0).
+* Limits vmcnt <= 63, lgkmcnt <= 15: an op with that many same-counter ordered ops issued after
+  it is complete, because the hardware stalls issue while a counter is full (LLVM's
+  SIInsertWaitcnts makes the same assumption when a score bracket exceeds the counter).
+* LDS-DMA (`buffer_load_* ... lds`, `global_load_lds_*`) writes LDS, tracked by vmcnt: an `lds`
+  pseudo-register that a later DS read consumes.
+* Store data is read at issue: overwriting a store's data VGPRs is not a wait-counter matter (the
+  2-wait-state row 27 hazard covers wide VMEM stores, see hazards.py); DS and SMEM stores likewise.
+* `s_barrier` does not wait (gfx950 `hasAutoWaitcntBeforeBarrier` not assumed): an LDS write or
+  LDS-DMA still outstanding at a barrier is a finding when LDS is read after the barrier.
+
+The state at each block entry is the set of outstanding ops with, per op and counter, the fewest
+same-class ops issued after it along any path (merge = union, keep the minimum); a fixed point
+over the CFG carries loads around loop back edges.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..isa.instruction import Instruction
+from ..isa.operands import Waitcnt
+from .cfg import CFG, build_cfg, is_label
+from .findings import Finding, Site
+from .rules import is_lds_dma
+
+LIMIT = {"vm": 63, "lgkm": 15}
+LDS = ("lds", 0)     # pseudo-register: LDS bytes written by a DMA
+
+
+@dataclass(frozen=True)
+class Op:
+    index: int               # item index of the memory instruction
+    counters: tuple          # ("vm",), ("lgkm",) or ("vm", "lgkm")
+    ordered: bool            # completes in order with the ops of its class
+    cls: str                 # ordering class: "vm" (all VMEM), "ds", "smem", "flat", "msg"
+    writes: frozenset        # registers (and LDS) the op writes when it completes
+    lds_write: bool          # ds_write / DS atomic / LDS DMA
+
+
+def mem_op(i: Instruction, idx: int) -> Op | None:
+    ctr = i.counter
+    if ctr is None or is_label(i):
+        return None
+    writes = frozenset(r for r in i.writes if r[0] in ("v", "a", "s"))
+    dma = is_lds_dma(i)
+    if dma:
+        writes = writes | {LDS}
+    if i.unit == "FLAT" or ctr == "vm+lgkm":
+        return Op(idx, ("vm", "lgkm"), False, "flat", writes, False)
+    if ctr == "vm":
+        return Op(idx, ("vm",), True, "vm", writes, dma)
+    if ctr == "lgkm_smem":
+        return Op(idx, ("lgkm",), False, "smem", writes, False)
+    if ctr == "lgkm":
+        if i.unit == "DS":
+            lds_w = i.info.get("mem") in ("store", "atomic")
+            return Op(idx, ("lgkm",), True, "ds", writes, lds_w)
+        return Op(idx, ("lgkm",), False, "msg", writes, False)
+    return None
+
+
+def reads_lds(i: Instruction) -> bool:
+    return i.unit == "DS" and i.info.get("mem") in ("load", "atomic")
+
+
+# state: frozenset of (Op, counter, after) -- `after` = ordered same-class ops issued later
+def _issue(state: dict, op: Op) -> dict:
+    new = {}
+    for (o, ctr), after in state.items():
+        if op.ordered and o.ordered and o.cls == op.cls and ctr in op.counters:
+            after += 1
+            if after >= LIMIT[ctr]:
+                continue          # the counter is full: the hardware stalled until o completed
+        new[(o, ctr)] = after
+    for ctr in op.counters:
+        new[(op, ctr)] = 0
+    return new
+
+
+def _wait(state: dict, w: Waitcnt) -> dict:
+    lim = {"vm": w.vmcnt, "lgkm": w.lgkmcnt}
+    done = set()
+    for (o, ctr), after in state.items():
+        n = lim[ctr]
+        if n is not None and (n == 0 or (o.ordered and after >= n)):
+            done.add(o)
+    # an op is complete once any of its counters retired it (FLAT decrements both at completion)
+    return {k: v for k, v in state.items() if k[0] not in done}
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = min(v, out[k]) if k in out else v
+    return out
+
+
+def _suffices(o: Op, after_by_ctr: dict) -> dict:
+    """Largest N per counter that retires `o` (FLAT: 0 on either counter)."""
+    out = {}
+    for ctr, after in after_by_ctr.items():
+        out[ctr] = min(after, LIMIT[ctr]) if o.ordered else 0
+    return out
+
+
+class WaitcntAnalysis:
+    def __init__(self, items: list, cfg: CFG | None = None):
+        self.items = items
+        self.cfg = cfg or build_cfg(items)
+
+    def step(self, state: dict, idx: int, ins: Instruction, report=None) -> dict:
+        if ins.name == "s_waitcnt":
+            w = ins.operands[0] if ins.operands else None
+            if isinstance(w, Waitcnt):
+                return _wait(state, w)
+            return state
+        if report is not None:
+            self._consume(state, idx, ins, report)
+        op = mem_op(ins, idx)
+        if op is not None:
+            state = _issue(state, op)
+        return state
+
+    def _consume(self, state: dict, idx: int, ins: Instruction, report) -> None:
+        reads = set(ins.reads)
+        if reads_lds(ins):
+            reads.add(LDS)
+        op_self = mem_op(ins, idx)
+        by_op: dict[Op, dict] = {}
+        for (o, ctr), after in state.items():
+            by_op.setdefault(o, {})[ctr] = after
+        for o, afters in by_op.items():
+            raw = o.writes & reads
+            waw = o.writes & {r for r in ins.writes if r[0] in ("v", "a", "s")}
+            if waw and op_self is not None and op_self.ordered and o.ordered and op_self.cls == o.cls:
+                waw = set()     # same in-order queue: the later write lands last
+            if raw or waw:
+                report(idx, ins, o, afters, "raw" if raw else "waw", raw or waw)
+        if ins.name == "s_barrier":
+            for o in by_op:
+                if o.lds_write:
+                    report(idx, ins, o, by_op[o], "barrier", {LDS})
+
+    def run(self, report=None) -> None:
+        cfg = self.cfg
+        entry: dict[int, dict] = {0: {}} if cfg.blocks else {}
+        work = [0] if cfg.blocks else []
+        while work:
+            bid = work.pop(0)
+            st = entry[bid]
+            for i in cfg.blocks[bid].insts:
+                st = self.step(st, i, self.items[i])
+            for s in cfg.blocks[bid].succs:
+                new = _merge(entry[s], st) if s in entry else st
+                if s not in entry or new != entry[s]:
+                    entry[s] = new
+                    if s not in work:
+                        work.append(s)
+        self.entry = entry
+        if report is not None:
+            for bid, st in sorted(entry.items()):
+                for i in cfg.blocks[bid].insts:
+                    st = self.step(st, i, self.items[i], report)
+
+
+def _fmt_regs(regs) -> str:
+    names = sorted(f"{k}{i}" if k != "lds" else "LDS" for k, i in regs)
+    return ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+
+
+def check_waitcnt(items: list) -> list[Finding]:
+    wa = WaitcntAnalysis(items)
+    cfg = wa.cfg
+    lds_readers = {cfg.block_of[i] for i, it in enumerate(items) if not is_label(it) and reads_lds(it)}
+    found: dict[tuple, Finding] = {}
+
+    def report(idx, ins, o: Op, afters, kind, regs):
+        if kind == "barrier":
+            b = cfg.block_of[idx]
+            later = cfg.reachable_from(b) | {b}
+            if not (later & lds_readers):
+                return
+        n = _suffices(o, afters)
+        ctr_txt = " ".join(f"{c}cnt({v})" for c, v in sorted(n.items()))
+        if o.cls == "flat":
+            ctr_txt = "vmcnt(0)" if "vm" in n else "lgkmcnt(0)"
+        fix = f"s_waitcnt {ctr_txt}"
+        prod = Site(o.index, items[o.index])
+        cons = Site(idx, ins)
+        if kind == "barrier":
+            rule = "lds_write_before_barrier"
+            msg = (f"{cons.describe()} is reached while {prod.describe()} may still be writing LDS that is "
+                   f"read after the barrier; put {fix} before the barrier")
+        elif LDS in regs:
+            rule = "lds_dma_read"
+            msg = (f"{cons.describe()} reads LDS that the DMA {prod.describe()} may still be writing; "
+                   f"put {fix} right before it")
+        else:
+            ctr = "vmcnt" if "vm" in o.counters else "lgkmcnt"
+            rule = f"{'vm' if ctr == 'vmcnt' else 'lgkm'}_{kind}"
+            verb = "reads" if kind == "raw" else "overwrites"
+            msg = (f"{cons.describe()} {verb} {_fmt_regs(regs)} that {prod.describe()} may still be writing "
+                   f"({ctr} not waited); put {fix} right before it")
+        key = (rule, idx, o.index)
+        if key not in found:
+            need = min(n.values())
+            found[key] = Finding(rule, msg, cons, prod, min(afters.values()), need, fix, None, "waitcnt")
+
+    wa.run(report)
+    return sorted(found.values(), key=lambda f: (f.consumer.index, f.producer.index))
