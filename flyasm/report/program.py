@@ -47,6 +47,18 @@ class Program:
     def __len__(self) -> int:
         return len(self.stream)
 
+    def items(self) -> list:
+        """Instructions with label names put back in place (the checker's program form)."""
+        at: dict[int, list[str]] = {}
+        for name, idx in self.labels.items():
+            at.setdefault(idx, []).append(name)
+        out: list = []
+        for i, inst in enumerate(self.stream):
+            out.extend(at.get(i, ()))
+            out.append(inst)
+        out.extend(at.get(len(self.stream), ()))
+        return out
+
 
 def _ceil_to(n: int, g: int) -> int:
     return max(g, (n + g - 1) // g * g)
