@@ -51,12 +51,14 @@ def mix_kernel() -> Kernel:
     with k.region("math"):
         k.v_add_f32(v[1], -v[2], abs(v[3]))
         k.v_fma_f32(v[4], -abs(v[1]), v[2], 0.5, clamp=True)
+        k.s_nop(1)   # VALU write -> DPP read needs 2 wait states
         k.v_mov_b32_dpp(v[5], v[1], quad_perm=[1, 0, 3, 2], row_mask=0xF, bank_mask=0xF)
         k.v_add_u32_sdwa(v[6], v[1], v[2], dst_sel="WORD_1", dst_unused="UNUSED_PAD", src0_sel="BYTE_0",
                          src1_sel="DWORD")
         with k.region("mfma"):
             k.v_mfma_f32_16x16x32_bf16(a[0:3], v[8:11], v[12:15], a[0:3], cbsz=1, abid=1, blgp=2)
     k.s_mov_b32(m0, s[6])
+    k.s_nop(0)   # SALU m0 write -> LDS DMA needs 1 wait state
     k.buffer_load_dword(v[1], s[8:11], 0, offen=True, lds=True)
     k.s_cbranch_scc1("skip")
     k.label("loop")
