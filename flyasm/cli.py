@@ -216,5 +216,11 @@ def doctor():
         click.echo(f"  {pkg:<15} {ver}")
 
 
+# stats, diff, plan live with the reports (flyasm/report/cli.py).
+from .report.cli import register as _register_reports  # noqa: E402
+
+_register_reports(main)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -98,7 +98,7 @@ def _layout(pa: Program, pb: Program) -> dict:
 def _mix(pa: Program, pb: Program) -> dict:
     def per_region(p):
         groups: dict[str, list] = {WHOLE: p.stream}
-        for inst in p.stream:
+        for inst in p.stream if any(i.region for i in p.stream) else ():
             groups.setdefault(leaf(inst), []).append(inst)
         return {n: counts(v) for n, v in groups.items()}
 

@@ -1,0 +1,82 @@
+"""`flyasm stats`, `flyasm diff`, `flyasm plan`: the report commands, registered on the main group.
+
+Kept out of flyasm/cli.py so the report code stays in one folder; imports are lazy so
+`flyasm --help` does not load the tables.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def _load(path: str, kernel: str | None):
+    from .program import as_program
+    return as_program(path, kernel)
+
+
+def register(main: click.Group) -> None:
+    from ..cli import handles_errors
+
+    @main.command()
+    @click.argument("src", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--kernel", help="Kernel name inside a .co/.s holding several.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the statistics (and model) as JSON.")
+    @click.option("--model", "with_model", is_flag=True, help="Add the static cycle model per loop body.")
+    @handles_errors
+    def stats(src, kernel, as_json, with_model):
+        """Registers, occupancy and instruction mix of FILE.{s,co,py}."""
+        import json
+
+        from .model import format_model, model
+        from .stats import format_stats
+        from .stats import stats as _stats
+        p = _load(src, kernel)
+        d = _stats(p)
+        m = model(p) if with_model else None
+        if as_json:
+            click.echo(json.dumps({**d, **({"model": m} if m else {})}, indent=2, default=str))
+            return
+        click.echo(format_stats(d))
+        if m:
+            click.echo("\n" + format_model(m))
+
+    @main.command()
+    @click.argument("a", type=click.Path(dir_okay=False, exists=True))
+    @click.argument("b", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
+    @handles_errors
+    def diff(a, b, as_json):
+        """Register layout, instruction mix per region, descriptor and metadata from A to B."""
+        from .diff import diff as _diff
+        from .diff import format_diff, to_json
+        d = _diff(a, b)
+        click.echo(to_json(d) if as_json else format_diff(d))
+
+    @main.command()
+    @click.argument("src", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--kernel", help="Kernel name inside a .co/.s holding several.")
+    @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write the register map as HTML.")
+    @click.option("--svg", "svg_out", type=click.Path(dir_okay=False), help="Write the register map as SVG.")
+    @click.option("--no-check", is_flag=True, help="Do not overlay the hazard checker's findings.")
+    @handles_errors
+    def plan(src, kernel, html_out, svg_out, no_check):
+        """The register plan (or register use) of FILE.{s,co,py}, as text and as a picture."""
+        from .regmap import to_html, to_svg
+        p = _load(src, kernel)
+        findings = None
+        if not no_check:
+            from ..check.hazards import check_hazards
+            findings = check_hazards(p.items())
+        if p.plan is not None:
+            click.echo(str(p.plan))
+        else:
+            from .diff import ranges, region_registers
+            for name, regs in region_registers(p).items():
+                click.echo(f"{name}: {ranges(regs)}")
+        if findings:
+            click.echo(f"{len(findings)} checker finding(s)")
+        for out, fn in ((html_out, to_html), (svg_out, to_svg)):
+            if out:
+                Path(out).write_text(fn(p, findings))
+                click.echo(out)
