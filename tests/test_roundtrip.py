@@ -162,3 +162,13 @@ def test_parallel_builds_agree(tmp_path):
     cached = list((tmp_path / "cache" / "co").glob("*.co"))
     assert len(cached) == 1 and cached[0].read_bytes() == c1
     assert not list((tmp_path / "cache" / "co").glob(".*"))   # no temp files left behind
+
+
+def test_code_object_v6_round_trip():
+    k = Kernel("rt_v6", block=64, code_object=6)
+    k.v_mov_b32(v[1], 7)
+    k.s_endpgm()
+    co = read_code_object(k.build().co)
+    assert co.code_object_version == 6 and co.abi_version == 4
+    back = read_code_object(assemble(disasm(co), 6))
+    _assert_same_object(co, back)
