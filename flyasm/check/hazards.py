@@ -20,6 +20,9 @@ from .findings import Finding, Site
 from .rules import MAX_WAITS, RULES, SELECTORS, Rule, is_valu
 
 MODES = ("verify", "insert", "strict")
+# Not a row of the notes' table: LLVM breaks memory clauses that would be unsafe to replay with XNACK.
+SOFT_CLAUSE = Rule("soft_clause", None, "a VMEM/SMEM clause must not write a register it reads (XNACK replay)",
+                   "clause", lambda c: False, "none", lambda p: False, "any", 1, source="checkSoftClauseHazards")
 MAX_NOP = 16          # s_nop 15 = 16 wait states on gfx950
 
 
@@ -72,7 +75,8 @@ class HazardAnalysis:
                 for tag, regs in SELECTORS[rule.operands](c):
                     searches.setdefault((rule.group, tag, regs), []).append(rule)
         if not searches:
-            return []
+            clause = self.clause_hit(ci)
+            return [clause] if clause else []
         limit = {k: _rule_max(v) for k, v in searches.items()}
         best: dict[tuple, Hit] = {}
         cfg = self.cfg
@@ -106,7 +110,35 @@ class HazardAnalysis:
                         continue
                     seen[st] = ws
                     stack.append((pred, len(cfg.blocks[pred].insts), ws, pending))
-        return [h for h in best.values() if h.need > 0]
+        out = [h for h in best.values() if h.need > 0]
+        clause = self.clause_hit(ci)
+        return out + [clause] if clause else out
+
+    def clause_hit(self, ci: int) -> Hit | None:
+        """Soft clause (checkSoftClauseHazards, XNACK replay): consecutive VMEM (or SMEM) ops may be
+        replayed, so none may write a register another one in the clause reads; a store ends it.
+        One wait state (the s_nop LLVM puts between) breaks the clause."""
+        c = self.items[ci]
+        kind = "smem" if c.unit == "SMEM" else "vmem" if c.unit in ("VMEM", "FLAT") else None
+        if kind is None or self.extra.get(ci, 0):
+            return None
+        insts = self.cfg.blocks[self.cfg.block_of[ci]].insts
+        defs, uses, first = set(), set(), None
+        for j in reversed(insts[:insts.index(ci)]):
+            p = self.items[j]
+            pk = "smem" if p.unit == "SMEM" else "vmem" if p.unit in ("VMEM", "FLAT") else None
+            if pk != kind or self.extra.get(j, 0) and j != ci:
+                if pk == kind:        # nops inserted before p: p starts the clause
+                    defs |= p.writes; uses |= p.reads; first = j
+                break
+            defs |= p.writes
+            uses |= p.reads
+            first = j
+        if first is None or not defs:
+            return None
+        if c.info.get("mem") in ("store", "atomic") or (defs | c.writes) & (uses | c.reads):
+            return Hit(SOFT_CLAUSE, first, 0, 1)
+        return None
 
     def needed(self, ci: int) -> int:
         return max((h.need for h in self.hits(ci)), default=0)
