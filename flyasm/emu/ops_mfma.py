@@ -1,0 +1,118 @@
+"""MFMA semantics (CDNA4 ISA §7.1; register layouts notes §2, general formulas of ISA 7.1.4).
+
+D = C + A·B per block, accumulated in float64 (int64 for i8) then rounded once to float32 (int32
+wrap). EXEC is ignored (forced to all ones). Not bit-exact to silicon: the hardware's internal
+sum order/precision is undocumented (notes §6.5).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..isa.operands import Imm, Reg
+from .machine import base_of, imm_bits, not_emulated, r_index, semantic
+
+_NAME = re.compile(r"^v_mfma_([fi]32)_(\d+)x(\d+)x(\d+)_?(bf16|f16|i8|fp8_fp8|fp8_bf8|bf8_fp8|bf8_bf8|bf16_1k)$")
+
+
+def _fp8_table(exp_bits: int) -> np.ndarray:
+    """OCP FP8 decode table: E4M3 (bias 7, no inf, S.1111.111 = NaN) or E5M2 (bias 15, IEEE-like)."""
+    b = np.arange(256)
+    man_bits = 7 - exp_bits
+    bias = (1 << (exp_bits - 1)) - 1
+    s, e, mt = b >> 7, (b >> man_bits) & ((1 << exp_bits) - 1), b & ((1 << man_bits) - 1)
+    frac = mt / float(1 << man_bits)
+    v = np.where(e == 0, frac * 2.0 ** (1 - bias), (1 + frac) * 2.0 ** (e - bias))
+    emax = (1 << exp_bits) - 1
+    if exp_bits == 4:
+        v = np.where((e == emax) & (mt == 7), np.nan, v)
+    else:
+        v = np.where(e == emax, np.where(mt == 0, np.inf, np.nan), v)
+    return np.where(s == 1, -v, v)
+
+
+FP8 = {"fp8": _fp8_table(4), "bf8": _fp8_table(5)}
+
+
+def unpack_items(regs: np.ndarray, kind: str) -> np.ndarray:
+    """Register data [k, nreg, 64] -> items [k, 64, K_L] as float64 (int64 for i8), little-endian."""
+    x = np.ascontiguousarray(regs.transpose(0, 2, 1))       # [k, 64, nreg] uint32
+    if kind in ("bf16", "bf16_1k"):
+        h = x.view(np.uint16).astype(np.uint32) << 16
+        return h.view(np.float32).astype(np.float64)
+    if kind == "f16":
+        return x.view(np.float16).astype(np.float64)
+    if kind == "i8":
+        return x.view(np.int8).astype(np.int64)
+    return FP8[kind][x.view(np.uint8)]
+
+
+def layout(M, N, K, B=1):
+    """Index arrays from the ISA 7.1.4 general formulas (notes §2):
+    A[b,i,k] -> (lane, item), B[b,k,j] -> (lane, item), D[b,i,j] -> (reg, lane)."""
+    KL = K // (64 // (M * B))
+    b, i, k = np.meshgrid(np.arange(B), np.arange(M), np.arange(K), indexing="ij")
+    a_lane, a_item = i + M * (b + B * (k // KL)), k % KL
+    b2, k2, j2 = np.meshgrid(np.arange(B), np.arange(K), np.arange(N), indexing="ij")
+    b_lane, b_item = j2 + N * (b2 + B * (k2 // KL)), k2 % KL
+    H = 4
+    BI = -(-64 // (N * M // H))
+    MI = (64 // BI) // N
+    G = M // (H * MI)
+    b3, i3, j3 = np.meshgrid(np.arange(B), np.arange(M), np.arange(N), indexing="ij")
+    d_reg = (i3 % H) + H * (i3 // (H * MI) + G * (b3 // BI))
+    d_lane = j3 + N * ((i3 // H) % MI + MI * (b3 % BI))
+    return (a_lane, a_item), (b_lane, b_item), (d_reg, d_lane)
+
+
+def _names():
+    from ..isa import tables
+    out = []
+    for n in tables.all_mnemonics():
+        c = tables.lookup(n).info.get("canonical", n)
+        if _NAME.match(c):
+            out.append(c)
+    return out
+
+
+@semantic(*_names())
+def c_mfma(inst, ctx):
+    out_t, M, N, K, kind = _NAME.match(inst.name).groups()
+    M, N, K = int(M), int(N), int(K)
+    B = inst.info.get("blocks", 1) or 1
+    for mod in ("cbsz", "abid", "blgp"):
+        if inst.modifiers.get(mod):
+            raise not_emulated(inst, f"{mod} broadcast/permute")
+    if kind == "bf16_1k":
+        kind = "bf16"
+    ka, kb = (kind.split("_") if "8_" in kind else (kind, kind))
+    vdst, src0, src1, src2 = inst.operands
+    nd = inst.slots[0]["dwords"]
+    na = inst.slots[1]["dwords"]
+    (al, ai), (bl, bi), (dr, dl) = layout(M, N, K, B)
+    d0, a0, b0 = r_index(vdst), r_index(base_of(src0)), r_index(base_of(src1))
+    c_reg = base_of(src2)
+    c0 = r_index(c_reg) if isinstance(c_reg, Reg) else None
+    cconst = imm_bits(c_reg.value, "f32" if out_t == "f32" else "b32") if isinstance(c_reg, Imm) else None
+    is_int = out_t == "i32"
+
+    def run(m, w):
+        k_ = m.nw(w)
+        A = unpack_items(m.R[w, a0:a0 + na], ka)[:, al, ai]          # [k, B, M, K]
+        Bm = unpack_items(m.R[w, b0:b0 + na], kb)[:, bl, bi]         # [k, B, K, N]
+        if c0 is not None:
+            C = m.R[w, c0:c0 + nd][:, dr, dl]                           # [k, B, M, N] raw
+        else:
+            C = np.full((k_, B, M, N), cconst, np.uint32)
+        if is_int:
+            D = (C.view(np.int32).astype(np.int64) + np.matmul(A, Bm)) & 0xFFFFFFFF
+            out = D.astype(np.uint32)
+        else:
+            with np.errstate(all="ignore"):
+                D = C.view(np.float32).astype(np.float64) + np.matmul(A, Bm)
+            out = D.astype(np.float32).view(np.uint32)
+        res = np.empty((k_, nd, 64), np.uint32)
+        res[:, dr, dl] = out
+        m.R[w, d0:d0 + nd] = res
+    return run
