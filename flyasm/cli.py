@@ -216,6 +216,23 @@ def doctor():
         click.echo(f"  {pkg:<15} {ver}")
 
 
+@main.command()
+@click.argument("src", type=click.Path(dir_okay=False))
+@click.option("--kernel", default=None, help="Kernel name when the file has several.")
+@click.option("--mode", type=click.Choice(["verify", "strict", "insert"]), default="verify", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@handles_errors
+def check(src, kernel, mode, as_json):
+    """Static checks (wait counters, gfx950 hazards) of a .s, .co or .py kernel; exit 1 on findings."""
+    from .check import check_program
+    from .check.report import findings_json, format_findings
+    from .report.program import as_program
+    findings = check_program(as_program(src, kernel).items(), mode)
+    click.echo(findings_json(findings) if as_json else (format_findings(findings) or "no findings"))
+    if findings:
+        sys.exit(1)
+
+
 # stats, diff, plan live with the reports (flyasm/report/cli.py).
 from .report.cli import register as _register_reports  # noqa: E402
 
