@@ -137,3 +137,15 @@ def test_check_program_modes_and_json():
     assert check_program(p, "insert") == []
     with pytest.raises(ValueError):
         check_program(p, "nope")
+
+
+def test_build_kernel_refuses_a_kernel_with_findings():
+    from flyasm.asm.driver import build_kernel
+    from flyasm.check import CheckError, check_kernel
+    from flyasm.kernel import Kernel
+    k = Kernel("hz_bad")
+    k.stream.extend(program_from_lines([MFMA8, "v_add_f32_e32 v100, v5, v121", "s_endpgm"]))
+    assert [f.rule for f in check_kernel(k)] == ["xdl_write_valu_read"]
+    with pytest.raises(CheckError) as e:
+        build_kernel(k)
+    assert "[xdl_write_valu_read]" in str(e.value) and "v_mfma_f32_32x32x16_bf16" in str(e.value)
