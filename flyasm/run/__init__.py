@@ -86,7 +86,11 @@ def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = Non
         return addr
 
     kernarg = pack_args(specs, args, alloc, prog.descriptor.kernarg_size, grid=g, block=b)
-    ka = mem.alloc(max(len(kernarg), 1), np.frombuffer(kernarg, np.uint8) if kernarg else None, "kernarg")
+    # SMEM may read a whole s_load_dwordx8/x16 past the last argument: the runtime's kernarg
+    # buffer is larger than the arguments, so pad it (zeros) rather than report a false error.
+    padded = np.zeros((len(kernarg) + 64 + 255) // 256 * 256, np.uint8)
+    padded[:len(kernarg)] = np.frombuffer(kernarg, np.uint8)
+    ka = mem.alloc(padded.size, padded, "kernarg")
     mem.finalize()
     m = run_program(prog, g, b, ka, mem, lds=lds, seed=seed, check_inflight=check_inflight, max_steps=max_steps)
     for v, addr, host in buffers:
