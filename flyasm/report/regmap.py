@@ -5,7 +5,8 @@ accum_offset: a0 is row accum_offset) and then s0..s105. Columns are instruction
 row's background is its plan region (grey 'unplanned' for touched registers outside the plan);
 bars are live ranges, from a write to the last read before the next write (a read with no
 earlier write starts at the left edge: live-in). Bars take the plan region's colour, or, without
-a plan, the colour of the program region that wrote the register. Checker findings are red
+a plan, the colour of the program region that wrote the register (or of the writer's
+instruction class when it has no region). Checker findings are red
 markers at the consumer, on the registers it shares with the producer, joined to the producer by
 a red line. Program regions and loop bodies are drawn along the top.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import html
 
 from .program import Program, as_program, loops
+from .stats import classify
 
 VROWS = 512
 SROWS = 106
@@ -169,10 +171,13 @@ def _svg(p: Program, findings, row_h: int, max_width: int) -> tuple[str, dict]:
             rname = plan.region_of(f, i)
             c = col(rname) if rname else UNPLANNED
             owner = rname or "unplanned"
+        elif w is None:
+            owner, c = "live-in", UNPLANNED
         else:
-            owner = "/".join(p.stream[w].region) if w is not None and p.stream[w].region else None
-            c = col(owner) if owner else UNPLANNED
-            owner = owner or "no region"
+            # no plan: the writer's program region, or else the class of the writing instruction
+            wi = p.stream[w]
+            owner = "/".join(wi.region) if wi.region else f"written by {classify(wi)}"
+            c = col(owner)
         legend.setdefault(owner, c)
         first = f"written #{w} {p.stream[w].text()}" if w is not None else "live-in"
         tip = esc(f"{f}{i} [{owner}]: {first}; last read #{b_} {p.stream[b_].text()}")
