@@ -1,0 +1,372 @@
+"""Fragment model of the flagship attention kernel (kernels/fa_fwd.py), in numpy.
+
+Everything the kernel does to move data is written here once, as lane maps taken from
+`reference/gfx950_isa_notes.md`, and the builder takes its address formulas from this module:
+
+  * §2   v_mfma_f32_32x32x16_{bf16,f16}: A[i][k] lane = i + 32*(k//8), vgpr (k%8)//2, half k%2;
+         B[k][j] the same with j; D[i][j] vgpr 4*(i//8) + i%4, lane j + 32*((i//4)%2).
+  * §3.1 ds_read_b64_tr_b16: per 16-lane block, OUT[16g+j][r] = IN[16g+4r+j//4][j%4].
+  * §3.2 v_permlane32_swap_b32 vdst, src0: src0[lane] <-> vdst[lane+32] for lane < 32.
+  * §3.3 buffer_load_dwordx4 ... offen lds: lane L deposits 16 bytes at M0 + offset + 16*L.
+  * §3.5 v_cvt_pk_bf16_f32 d, s0, s1: RNE, s0 -> low half.
+
+The tests (tests/test_fa_layouts.py) push random Q/K/V through this model -- global memory ->
+LDS with padding -> ds_read_b128 / ds_read_b64_tr_b16 -> MFMA operands -> online softmax with
+permlane exchanges -> P packing -> P.V -> output rows -- and compare with plain numpy.
+
+Orientation (why Sᵀ and Oᵀ): with Sᵀ = K·Qᵀ (A = K, B = Qᵀ) the 32x32 output puts ONE query per
+lane (j = lane % 32) and 16 keys of a 32-key block in its 16 accumulators; the other 16 keys of
+that block sit in lane ± 32. So a row max / row sum is a reduction inside the lane plus one
+permlane32 exchange. Oᵀ = Vᵀ·Pᵀ then needs Pᵀ as the B operand (lane = q + 32*(key//8)), which
+is the Sᵀ output after swapping the middle 4-key groups between lane halves.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# ---- tile geometry ----------------------------------------------------------------------------
+HEAD_DIM = 128
+WAVES = 8
+BLOCK_Q = 256                 # rows of Q per workgroup
+ROWS_PER_WAVE = 32            # one 32x32 MFMA column block: one query per lane (x2 lane halves)
+BLOCK_K = 64                  # keys per K/V step
+ROW_BYTES = HEAD_DIM * 2      # one bf16/f16 row of K or V
+
+# ---- LDS layout -------------------------------------------------------------------------------
+# LDS on gfx950: 64 banks x 4 bytes (notes §1.3).  Padding per tensor, in bytes per row:
+#  K: ds_read_b128, the 16 lanes served together read rows r..r+15 at the same column.  Row
+#     stride 272 B = 68 dwords puts row r at bank 4r mod 64: 16 disjoint 4-bank groups.
+#  V: ds_read_b64_tr_b16, lanes 0..31 read 4 rows x 64 contiguous bytes (32 d values).  Row
+#     stride 320 B = 80 dwords puts the 4 rows at banks 0, 16, 32, 48: four disjoint 16-bank runs.
+K_STRIDE = 272
+V_STRIDE = 320
+K_TILE = BLOCK_K * K_STRIDE   # 17408 B = 17 DMA chunks
+V_TILE = BLOCK_K * V_STRIDE   # 20480 B = 20 DMA chunks
+DMA_CHUNK = 64 * 16           # one buffer_load_dwordx4 ... lds writes 1 KiB contiguous LDS
+K_CHUNKS = K_TILE // DMA_CHUNK
+V_CHUNKS = V_TILE // DMA_CHUNK
+DMA_PER_WAVE = 3              # ceil(20 / 8); waves past the last chunk repeat it (same bytes)
+LDS_K = (0, K_TILE)                               # K double buffer
+LDS_V = (2 * K_TILE, 2 * K_TILE + V_TILE)         # V double buffer
+LDS_BYTES = 2 * K_TILE + 2 * V_TILE               # 75776 B
+assert K_TILE % DMA_CHUNK == 0 and V_TILE % DMA_CHUNK == 0
+
+# Division by the row stride in 16-byte slots, as the kernel does it (v_mul_u32_u24 + shift);
+# exact for every slot index of a tile (tested exhaustively).
+K_SLOTS, V_SLOTS = K_STRIDE // 16, V_STRIDE // 16          # 17, 20
+DIV_MAGIC = {K_SLOTS: (3856, 16), V_SLOTS: (3277, 16)}
+
+
+def dma_chunk(wave: int, i: int, nchunks: int) -> int:
+    """Chunk of the tile that DMA instruction i of a wave fills (clamped: the last one repeats)."""
+    return min(wave + WAVES * i, nchunks - 1)
+
+
+def dma_slot(lane, chunk: int, slots_per_row: int):
+    """(row, 16-byte column) of global K/V that lane writes in a chunk; padding slots re-read a real
+    column of the same row (never read back from LDS)."""
+    t = 64 * chunk + np.asarray(lane)
+    magic, shift = DIV_MAGIC[slots_per_row]
+    row = (t * magic) >> shift
+    cs = t - row * slots_per_row
+    return row, cs & 15
+
+
+def dma_voffset(lane, chunk: int, slots_per_row: int, row_stride_bytes: int):
+    """Per-lane global byte offset (relative to the tile's first row) of a K/V DMA instruction."""
+    row, col16 = dma_slot(lane, chunk, slots_per_row)
+    return row * row_stride_bytes + 16 * col16
+
+
+# ---- per-lane address formulas used by the builder --------------------------------------------
+def q_voffset(lane, q0: int, q_row_stride: int):
+    """Q as the B operand of Sᵀ = K·Qᵀ (MFMA kk covers d = 16kk..16kk+15): lane holds q = lane%32,
+    d = 16kk + 8*(lane//32) + 0..7 -> one dwordx4 per kk at this offset + imm 32*kk."""
+    lane = np.asarray(lane)
+    return (q0 + lane % 32) * q_row_stride + 16 * (lane // 32)
+
+
+def q_imm(kk: int) -> int:
+    return 32 * kk
+
+
+def k_read_addr(lane):
+    """K as the A operand: A[i=key][k=d] lane = key + 32*(d//8): ds_read_b128 of row key%32 at
+    d = 16kk + 8*(lane//32); + k_read_imm(kb, kk) + buffer base."""
+    lane = np.asarray(lane)
+    return (lane % 32) * K_STRIDE + 16 * (lane // 32)
+
+
+def k_read_imm(kb: int, kk: int) -> int:
+    return 32 * kb * K_STRIDE + 32 * kk
+
+
+def v_read_addr(lane):
+    """V as the A operand of Oᵀ = Vᵀ·Pᵀ: A[i=d][k=key] lane = d + 32*(key//8), 8 consecutive keys.
+    ds_read_b64_tr_b16 (§3.1): in 16-lane block g the output lane j gets column j of the 4 rows read
+    by lanes 4r..4r+3 (4 b16 each).  So reader lane 16g + 4r + c reads row 8*(g//2) + r, columns
+    16*(g%2) + 4c .. +3; output lane 16g + j then holds d = 16*(g%2) + j, keys 8*(g//2) + 0..3."""
+    lane = np.asarray(lane)
+    g, r, c = lane // 16, (lane % 16) // 4, lane % 4
+    return (8 * (g // 2) + r) * V_STRIDE + (16 * (g % 2) + 4 * c) * 2
+
+
+def v_read_imm(db: int, kk: int, t: int) -> int:
+    """Fragment (d block db, keys 16kk..16kk+15); t = 0 loads keys +0..3 (vgprs 0-1), t = 1 keys
+    +4..7 (vgprs 2-3) of the lane's 8-key run."""
+    return (16 * kk + 4 * t) * V_STRIDE + 64 * db
+
+
+def o_voffset(lane, q0: int, o_row_stride: int):
+    """After packing + permlane swaps, lane holds 8 consecutive d of query q0 + lane%32:
+    d = 32db + 16c + 8*(lane//32) + 0..7 -> dwordx4 at this offset + o_imm(db, c)."""
+    lane = np.asarray(lane)
+    return (q0 + lane % 32) * o_row_stride + 16 * (lane // 32)
+
+
+def o_imm(db: int, c: int) -> int:
+    return 64 * db + 32 * c
+
+
+def s_key(lane, r: int, kb: int):
+    """Key (within the 64-key tile) of Sᵀ accumulator r of block kb in a lane (§2 D inverse)."""
+    lane = np.asarray(lane)
+    return 32 * kb + 8 * (r // 4) + 4 * (lane // 32) + r % 4
+
+
+def mask_const(r: int, kb: int) -> int:
+    """Key offset of accumulator r in block kb without the lane-half term (an inline constant)."""
+    return 32 * kb + 8 * (r // 4) + r % 4
+
+
+# ---- number formats ---------------------------------------------------------------------------
+def f32_to_b16(x, dtype: str):
+    """Round float32 to bf16/f16 bits (RNE), as v_cvt_pk_{bf16,f16}_f32."""
+    x = np.asarray(x, np.float32)
+    if dtype == "f16":
+        return x.astype(np.float16).view(np.uint16)
+    u = x.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(x)
+    return np.where(nan, np.uint16(0x7FC0), r)
+
+
+def b16_to_f32(h, dtype: str):
+    h = np.asarray(h, np.uint16)
+    if dtype == "f16":
+        return h.view(np.float16).astype(np.float32)
+    return (h.astype(np.uint32) << 16).view(np.float32)
+
+
+def pack(lo, hi):
+    return np.asarray(lo, np.uint32) | (np.asarray(hi, np.uint32) << 16)
+
+
+def unpack(w):
+    w = np.asarray(w, np.uint32)
+    return (w & 0xFFFF).astype(np.uint16), (w >> 16).astype(np.uint16)
+
+
+# ---- instruction models (one wave: arrays indexed [lane, register]) ---------------------------
+def mfma_ab_decode(regs, dtype: str, operand: str):
+    """4 VGPRs x 64 lanes -> A[32][16] (operand 'A') or B[16][32] ('B') as float32."""
+    m = np.zeros((32, 16), np.float32)
+    for lane in range(64):
+        for vv in range(4):
+            lo, hi = unpack(regs[lane, vv])
+            for h, val in ((0, lo), (1, hi)):
+                m[lane % 32, 8 * (lane // 32) + 2 * vv + h] = b16_to_f32(val, dtype)
+    return m if operand == "A" else m.T
+
+
+def mfma_ab_encode(mat, dtype: str, operand: str):
+    """A[32][16] or B[16][32] (float32, representable) -> 4 VGPRs x 64 lanes."""
+    m = np.asarray(mat, np.float32) if operand == "A" else np.asarray(mat, np.float32).T
+    bits = f32_to_b16(m, dtype)
+    regs = np.zeros((64, 4), np.uint32)
+    for lane in range(64):
+        for vv in range(4):
+            k = 8 * (lane // 32) + 2 * vv
+            regs[lane, vv] = pack(bits[lane % 32, k], bits[lane % 32, k + 1])
+    return regs
+
+
+def mfma_d_decode(acc):
+    """16 accumulators x 64 lanes -> D[32][32] (§2: i = 8(r//4) + 4(l//32) + r%4, j = l%32)."""
+    d = np.zeros((32, 32), np.float32)
+    for lane in range(64):
+        for r in range(16):
+            d[8 * (r // 4) + 4 * (lane // 32) + r % 4, lane % 32] = acc[lane, r]
+    return d
+
+
+def mfma_d_encode(d):
+    acc = np.zeros((64, 16), np.float32)
+    for lane in range(64):
+        for r in range(16):
+            acc[lane, r] = d[8 * (r // 4) + 4 * (lane // 32) + r % 4, lane % 32]
+    return acc
+
+
+def mfma_32x32x16(a_regs, b_regs, c_acc, dtype: str):
+    a = mfma_ab_decode(a_regs, dtype, "A").astype(np.float64)
+    b = mfma_ab_decode(b_regs, dtype, "B").astype(np.float64)
+    return mfma_d_encode((mfma_d_decode(c_acc).astype(np.float64) + a @ b).astype(np.float32))
+
+
+def ds_read_b128(lds: np.ndarray, addr):
+    out = np.zeros((64, 4), np.uint32)
+    for lane in range(64):
+        out[lane] = lds[addr[lane]:addr[lane] + 16].view(np.uint32)
+    return out
+
+
+def ds_read_b64_tr_b16(lds: np.ndarray, addr):
+    """§3.1 model: every lane reads 4 b16 at its address; block g, OUT[16g+j][r] = IN[16g+4r+j//4][j%4]."""
+    inp = np.stack([lds[addr[lane]:addr[lane] + 8].view(np.uint16) for lane in range(64)])
+    out = np.zeros((64, 4), np.uint16)
+    for g in range(4):
+        for j in range(16):
+            for r in range(4):
+                out[16 * g + j, r] = inp[16 * g + 4 * r + j // 4, j % 4]
+    return np.stack([pack(out[:, 0], out[:, 1]), pack(out[:, 2], out[:, 3])], axis=1)
+
+
+def permlane32_swap(vdst, src0):
+    """§3.2: for lane < 32, src0[lane] <-> vdst[lane + 32]; returns the new (vdst, src0)."""
+    vdst, src0 = np.array(vdst), np.array(src0)
+    tmp = src0[:32].copy()
+    src0[:32] = vdst[32:]
+    vdst[32:] = tmp
+    return vdst, src0
+
+
+def dma_x4(lds: np.ndarray, m0: int, glob: np.ndarray, voffset, num_records: int):
+    """buffer_load_dwordx4 v, rsrc, 0 offen lds (§3.3): lane L copies 16 global bytes at voffset[L]
+    (zero when out of range) to LDS m0 + 16 L."""
+    for lane in range(64):
+        o = int(voffset[lane])
+        data = glob[o:o + 16] if o + 16 <= num_records else np.zeros(16, np.uint8)
+        lds[m0 + 16 * lane: m0 + 16 * lane + 16] = data
+
+
+# ---- the data movement of one wave, end to end ------------------------------------------------
+def pack_p(s_acc, dtype: str):
+    """Sᵀ accumulators (2 blocks x 16 f32) -> Pᵀ B operands for 4 MFMAs (keys 16kk..16kk+15).
+
+    In place as the kernel does it: regs 8kk..8kk+3 become cvt_pk(8kk+0,1), (2,3), (4,5), (6,7),
+    then permlane32_swap(r0, r2) and (r1, r3) move keys 8..11 of the low lane half and 4..7 of
+    the high half across, so each lane holds 8 consecutive keys (lane half h: keys 8h..8h+7)."""
+    regs = np.zeros((64, 16), np.uint32)
+    for kk in range(4):
+        src = s_acc[:, 8 * kk: 8 * kk + 8]
+        p = [pack(f32_to_b16(src[:, 2 * e], dtype), f32_to_b16(src[:, 2 * e + 1], dtype)) for e in range(4)]
+        p[0], p[2] = permlane32_swap(p[0], p[2])
+        p[1], p[3] = permlane32_swap(p[1], p[3])
+        regs[:, 4 * kk: 4 * kk + 4] = np.stack(p, axis=1)
+    return regs
+
+
+def pack_o(o_acc, dtype: str):
+    """Oᵀ accumulators of one d block (16 f32) -> 2 x 4 VGPRs of 8 consecutive d (c = 0, 1)."""
+    out = []
+    for c in range(2):
+        src = o_acc[:, 8 * c: 8 * c + 8]
+        p = [pack(f32_to_b16(src[:, 2 * e], dtype), f32_to_b16(src[:, 2 * e + 1], dtype)) for e in range(4)]
+        p[0], p[2] = permlane32_swap(p[0], p[2])
+        p[1], p[3] = permlane32_swap(p[1], p[3])
+        out.append(np.stack(p, axis=1))
+    return out
+
+
+def wave_forward(q, k, v, *, dtype="bf16", scale=None, causal=False, q0=0, seqlen_k=None,
+                 lazy_threshold=8.0):
+    """One wave's forward pass through the fragment model.
+
+    q: [32, 128] rows q0..q0+31 (the wave's query rows); k, v: [Sk_pad, 128] float32 holding
+    representable bf16/f16 values; rows >= seqlen_k are treated as out of range.  Returns
+    (O [32, 128] float32 after output rounding, lse [32]) exactly as the kernel's data movement
+    produces them, with numpy doing the arithmetic."""
+    seqlen_k = k.shape[0] if seqlen_k is None else seqlen_k
+    scale = 1.0 / np.sqrt(HEAD_DIM) if scale is None else scale
+    c = np.float32(scale * np.log2(np.e))
+    lanes = np.arange(64)
+    q_stride, kv_stride = ROW_BYTES, ROW_BYTES
+    # Q: global bytes -> B operands (in-flight scaling by scale*log2e, rounded back to bf16/f16).
+    qg = f32_to_b16(q, dtype).view(np.uint8).reshape(-1)
+    voff = q_voffset(lanes, 0, q_stride)
+    qregs = []
+    for kk in range(8):
+        regs = np.stack([qg[o + q_imm(kk): o + q_imm(kk) + 16].view(np.uint32) for o in voff])
+        lo, hi = unpack(regs)
+        lo = f32_to_b16(b16_to_f32(lo, dtype) * c, dtype)
+        hi = f32_to_b16(b16_to_f32(hi, dtype) * c, dtype)
+        qregs.append(pack(lo, hi))
+    ntiles = -(-seqlen_k // BLOCK_K)
+    kg = f32_to_b16(np.pad(k, ((0, ntiles * BLOCK_K - k.shape[0]), (0, 0))), dtype).view(np.uint8).reshape(-1)
+    vg = f32_to_b16(np.pad(v, ((0, ntiles * BLOCK_K - v.shape[0]), (0, 0))), dtype).view(np.uint8).reshape(-1)
+    lds = np.zeros(LDS_BYTES, np.uint8)
+    o_acc = np.zeros((4, 64, 16), np.float32)
+    m_used = np.full(64, -np.inf, np.float32)
+    l_part = np.zeros(64, np.float32)
+    neg_inf = np.float32(-np.inf)
+    for j in range(ntiles):
+        kbase = BLOCK_K * j
+        tile_off = kbase * kv_stride
+        nrec = seqlen_k * kv_stride
+        for w in range(WAVES):       # every wave's DMA share of the tile
+            for i in range(DMA_PER_WAVE):
+                ck, cv = dma_chunk(w, i, K_CHUNKS), dma_chunk(w, i, V_CHUNKS)
+                dma_x4(lds, LDS_K[j % 2] + DMA_CHUNK * ck, kg, tile_off + dma_voffset(lanes, ck, K_SLOTS, kv_stride), nrec)
+                dma_x4(lds, LDS_V[j % 2] + DMA_CHUNK * cv, vg, tile_off + dma_voffset(lanes, cv, V_SLOTS, kv_stride), nrec)
+        # Sᵀ = K·Qᵀ: 2 key blocks x 8 MFMAs over d.
+        s_acc = np.zeros((64, 32), np.float32)
+        for kb in range(2):
+            acc = np.zeros((64, 16), np.float32)
+            for kk in range(8):
+                a = ds_read_b128(lds, LDS_K[j % 2] + k_read_addr(lanes) + k_read_imm(kb, kk))
+                acc = mfma_32x32x16(a, qregs[kk], acc, dtype)
+            s_acc[:, 16 * kb: 16 * kb + 16] = acc
+        # mask: key < seqlen_k and (causal) key <= q, by one compare per accumulator against a
+        # per-lane limit t = min(seqlen_k - kbase, q + 1 - kbase) - 4*(lane//32).
+        qrow = q0 + lanes % 32
+        t = np.minimum(seqlen_k - kbase, (qrow + 1 - kbase) if causal else 1 << 30) - 4 * (lanes // 32)
+        for kb in range(2):
+            for r in range(16):
+                col = 16 * kb + r
+                s_acc[:, col] = np.where(mask_const(r, kb) < t, s_acc[:, col], neg_inf)
+        # row max: inside the lane, then one permlane32 exchange.
+        mt = s_acc.max(axis=1)
+        a_, b_ = permlane32_swap(mt, mt.copy())
+        mt = np.maximum(a_, b_)
+        # lazy rescale: keep the stale max unless some lane grew by more than the threshold.
+        if np.any(mt - m_used > lazy_threshold):
+            m_new = np.maximum(m_used, mt)
+        else:
+            m_new = m_used
+        corr = np.exp2(m_used - m_new).astype(np.float32)
+        o_acc *= corr[None, :, None]
+        l_part *= corr
+        m_used = m_new
+        p = np.exp2(s_acc - m_used[:, None]).astype(np.float32)
+        l_part += p.sum(axis=1, dtype=np.float32)
+        pregs = pack_p(p, dtype)
+        # Oᵀ += Vᵀ·Pᵀ: 4 d blocks x 4 key chunks.
+        for kk in range(4):
+            for db in range(4):
+                a = np.concatenate([ds_read_b64_tr_b16(lds, LDS_V[j % 2] + v_read_addr(lanes) + v_read_imm(db, kk, t_))
+                                    for t_ in range(2)], axis=1)
+                o_acc[db] = mfma_32x32x16(a, pregs[:, 4 * kk: 4 * kk + 4], o_acc[db], dtype)
+    # epilogue: l over both lane halves, normalise, pack, swap, store rows.
+    a_, b_ = permlane32_swap(l_part, l_part.copy())
+    l_full = a_ + b_
+    inv = (1.0 / l_full).astype(np.float32)
+    out = np.zeros(32 * ROW_BYTES, np.uint8)
+    for db in range(4):
+        for cc, regs in enumerate(pack_o(o_acc[db] * inv[:, None], dtype)):
+            offs = o_voffset(lanes, 0, ROW_BYTES) + o_imm(db, cc)
+            for lane in range(64):
+                out[offs[lane]: offs[lane] + 16] = regs[lane].view(np.uint8)
+    o = b16_to_f32(out.view(np.uint16).reshape(32, HEAD_DIM), dtype)
+    lse = ((m_used + np.log2(l_full)) * np.float32(np.log(2.0)))[:32]
+    return o, lse

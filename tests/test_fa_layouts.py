@@ -1,0 +1,189 @@
+"""The fragment model of kernels/fa_fwd.py (kernels/fa_layouts.py) against plain numpy.
+
+Each test pushes fresh random data through the lane maps the kernel uses and checks that the
+data movement reproduces Q·Kᵀ, the softmax and P·V: layout mistakes give O(1) errors, so the
+tolerances below only absorb rounding that the arithmetic itself performs (stated per test).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kernels import fa_layouts as L  # noqa: E402
+
+LANES = np.arange(64)
+
+
+def rnd(rng, shape, dtype):
+    return L.b16_to_f32(L.f32_to_b16(rng.standard_normal(shape).astype(np.float32), dtype), dtype)
+
+
+def test_mfma_maps_are_bijections_and_match_the_isa_table():
+    # notes §2: lanes 0-31 hold k = 0..7 (v0 k0-1 ... v3 k6-7), lanes 32-63 k = 8..15.
+    seen = set()
+    for i in range(32):
+        for k in range(16):
+            lane, vg, h = i + 32 * (k // 8), (k % 8) // 2, k % 2
+            seen.add((lane, vg, h))
+    assert len(seen) == 64 * 8
+    d = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    assert np.array_equal(L.mfma_d_decode(L.mfma_d_encode(d)), d)
+    assert len({(L.s_key(l, r, 0).item(), l % 32) for l in range(64) for r in range(16)}) == 1024
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_mfma_model_is_a_matmul(dtype):
+    rng = np.random.default_rng(1)
+    a, b = rnd(rng, (32, 16), dtype), rnd(rng, (16, 32), dtype)
+    c = rng.standard_normal((32, 32)).astype(np.float32)
+    got = L.mfma_d_decode(L.mfma_32x32x16(L.mfma_ab_encode(a, dtype, "A"), L.mfma_ab_encode(b, dtype, "B"),
+                                          L.mfma_d_encode(c), dtype))
+    # products of 8-bit-mantissa values are exact in float64; one float32 rounding at the end.
+    np.testing.assert_allclose(got, c + a.astype(np.float64) @ b, rtol=1e-6, atol=1e-6)
+
+
+def test_dma_division_magic_is_exact_for_every_slot():
+    for slots, nchunks in ((L.K_SLOTS, L.K_CHUNKS), (L.V_SLOTS, L.V_CHUNKS)):
+        t = np.arange(64 * nchunks)
+        magic, shift = L.DIV_MAGIC[slots]
+        assert np.array_equal((t * magic) >> shift, t // slots)
+        assert (t * magic).max() < 1 << 24          # fits v_mul_u32_u24
+
+
+def test_dma_covers_every_row_and_column_of_a_tile():
+    for slots, nchunks in ((L.K_SLOTS, L.K_CHUNKS), (L.V_SLOTS, L.V_CHUNKS)):
+        chunks = {L.dma_chunk(w, i, nchunks) for w in range(L.WAVES) for i in range(L.DMA_PER_WAVE)}
+        assert chunks == set(range(nchunks))
+        cells = set()
+        for c in range(nchunks):
+            t = 64 * c + LANES
+            row, col = L.dma_slot(LANES, c, slots)
+            for tt, r_, c_ in zip(t, row, col):
+                if tt % slots < 16:                    # not a padding slot
+                    assert c_ == tt % slots
+                    cells.add((int(r_), int(c_)))
+        assert cells == {(r, c) for r in range(64) for c in range(16)}
+
+
+def _bank_conflicts(byte_addrs, width):
+    """Max number of distinct dword addresses that share a bank among lanes served together."""
+    banks = {}
+    for a in byte_addrs:
+        for w in range(width // 4):
+            dw = a // 4 + w
+            banks.setdefault(dw % 64, set()).add(dw)
+    return max(len(s) for s in banks.values())
+
+
+def test_lds_padding_makes_the_fragment_reads_conflict_free():
+    # ds_read_b128: 16 lanes per 256-byte bank sweep; ds_read_b64(_tr): 32 lanes.
+    for kk in range(8):
+        addrs = L.k_read_addr(LANES) + L.k_read_imm(0, kk)
+        for grp in range(4):
+            assert _bank_conflicts(addrs[16 * grp:16 * grp + 16], 16) == 1
+    for kk in range(4):
+        for db in range(4):
+            addrs = L.v_read_addr(LANES) + L.v_read_imm(db, kk, 0)
+            for grp in range(2):
+                assert _bank_conflicts(addrs[32 * grp:32 * grp + 32], 8) == 1
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_k_and_q_fragments_give_s_transposed(dtype):
+    rng = np.random.default_rng(2)
+    k = rnd(rng, (64, 128), dtype)
+    q = rnd(rng, (32, 128), dtype)
+    lds = np.zeros(L.LDS_BYTES, np.uint8)
+    kg = L.f32_to_b16(k, dtype).view(np.uint8).reshape(-1)
+    for w in range(8):
+        for i in range(3):
+            c = L.dma_chunk(w, i, L.K_CHUNKS)
+            L.dma_x4(lds, L.LDS_K[1] + 1024 * c, kg, L.dma_voffset(LANES, c, L.K_SLOTS, 256), kg.size)
+    qg = L.f32_to_b16(q, dtype).view(np.uint8).reshape(-1)
+    for kb in range(2):
+        acc = np.zeros((64, 16), np.float32)
+        for kk in range(8):
+            a = L.ds_read_b128(lds, L.LDS_K[1] + L.k_read_addr(LANES) + L.k_read_imm(kb, kk))
+            voff = L.q_voffset(LANES, 0, 256) + L.q_imm(kk)
+            b = np.stack([qg[o:o + 16].view(np.uint32) for o in voff])
+            acc = L.mfma_32x32x16(a, b, acc, dtype)
+        ref = k[32 * kb:32 * kb + 32].astype(np.float64) @ q.T.astype(np.float64)
+        np.testing.assert_allclose(L.mfma_d_decode(acc), ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_v_transpose_reads_and_p_packing_give_pv(dtype):
+    rng = np.random.default_rng(3)
+    v = rnd(rng, (64, 128), dtype)
+    s_acc = rng.standard_normal((64, 32)).astype(np.float32)
+    lds = np.zeros(L.LDS_BYTES, np.uint8)
+    vg = L.f32_to_b16(v, dtype).view(np.uint8).reshape(-1)
+    for w in range(8):
+        for i in range(3):
+            c = L.dma_chunk(w, i, L.V_CHUNKS)
+            L.dma_x4(lds, L.LDS_V[0] + 1024 * c, vg, L.dma_voffset(LANES, c, L.V_SLOTS, 256), vg.size)
+    # P[q][key] as the fragment holds it (keys of accumulator r in the two 32-key blocks).
+    p = np.zeros((32, 64), np.float32)
+    for lane in range(64):
+        for col in range(32):
+            kb, r = divmod(col, 16)
+            p[lane % 32, L.s_key(lane, r, kb)] = L.b16_to_f32(L.f32_to_b16(s_acc[lane, col], dtype), dtype)
+    pregs = L.pack_p(s_acc, dtype)
+    for kk in range(4):
+        bmat = L.mfma_ab_decode(pregs[:, 4 * kk:4 * kk + 4], dtype, "B")      # [key][q]
+        assert np.array_equal(bmat, p[:, 16 * kk:16 * kk + 16].T)
+    for db in range(4):
+        acc = np.zeros((64, 16), np.float32)
+        for kk in range(4):
+            a = np.concatenate([L.ds_read_b64_tr_b16(lds, L.LDS_V[0] + L.v_read_addr(LANES) + L.v_read_imm(db, kk, t))
+                                for t in range(2)], axis=1)
+            assert np.array_equal(L.mfma_ab_decode(a, dtype, "A"), v[16 * kk:16 * kk + 16, 32 * db:32 * db + 32].T)
+            acc = L.mfma_32x32x16(a, pregs[:, 4 * kk:4 * kk + 4], acc, dtype)
+        ref = v[:, 32 * db:32 * db + 32].T.astype(np.float64) @ p.T.astype(np.float64)
+        np.testing.assert_allclose(L.mfma_d_decode(acc), ref, rtol=1e-5, atol=1e-4)
+
+
+def test_output_packing_gives_rows():
+    rng = np.random.default_rng(4)
+    o = rng.standard_normal((128, 32)).astype(np.float32)          # Oᵀ[d][q]
+    out = np.zeros(32 * 256, np.uint8)
+    for db in range(4):
+        acc = L.mfma_d_encode(o[32 * db:32 * db + 32])
+        for c, regs in enumerate(L.pack_o(acc, "bf16")):
+            offs = L.o_voffset(LANES, 0, 256) + L.o_imm(db, c)
+            for lane in range(64):
+                out[offs[lane]:offs[lane] + 16] = regs[lane].view(np.uint8)
+    got = L.b16_to_f32(out.view(np.uint16).reshape(32, 128), "bf16")
+    assert np.array_equal(got, L.b16_to_f32(L.f32_to_b16(o.T, "bf16"), "bf16"))
+
+
+def _reference(q, k, v, scale, causal, q0, seqlen_k):
+    s = (q.astype(np.float64) @ k[:seqlen_k].T.astype(np.float64)) * scale
+    if causal:
+        qi = q0 + np.arange(q.shape[0])[:, None]
+        s = np.where(np.arange(seqlen_k)[None, :] <= qi, s, -np.inf)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    lse = np.log(p.sum(axis=1)) + s.max(axis=1)
+    return (p / p.sum(axis=1, keepdims=True)) @ v[:seqlen_k].astype(np.float64), lse
+
+
+@pytest.mark.parametrize("dtype,causal,seqlen_k,q0", [("bf16", False, 200, 0), ("bf16", True, 256, 64),
+                                                      ("f16", True, 150, 96), ("bf16", False, 64, 0)])
+def test_wave_forward_matches_attention(dtype, causal, seqlen_k, q0):
+    rng = np.random.default_rng(5)
+    q = rnd(rng, (32, 128), dtype)
+    k = rnd(rng, (seqlen_k, 128), dtype)
+    v = rnd(rng, (seqlen_k, 128), dtype)
+    scale = 1.0 / np.sqrt(128)
+    o, lse = L.wave_forward(q, k, v, dtype=dtype, scale=scale, causal=causal, q0=q0, seqlen_k=seqlen_k)
+    ref, ref_lse = _reference(q, k, v, scale, causal, q0, seqlen_k)
+    # Rounding the model performs: Q·scale·log2e to bf16 (rel 2^-9 per element, |S·log2e| ≲ 6 here
+    # -> ≲ 0.01 absolute in the exponent), P to bf16 (2^-9 relative), O to bf16 (2^-9 relative).
+    # |O| ≲ 1, so 2e-2 absolute bounds all three; a layout error is O(1).
+    tol = 2e-2 if dtype == "bf16" else 5e-3
+    np.testing.assert_allclose(o, ref, atol=tol, rtol=tol)
+    np.testing.assert_allclose(lse, ref_lse, atol=tol, rtol=0)
