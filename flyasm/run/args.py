@@ -8,6 +8,7 @@ Python ints / floats / numpy scalars (by-value args, packed little-endian by the
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,26 +38,21 @@ def specs_from_kernel(k) -> list[ArgSpec]:
 
 def as_numpy(x):
     """A host array view of a tensor or array (no copy when possible)."""
-    try:
-        import torch
+    torch = sys.modules.get("torch")      # a tensor exists only if torch is already imported
+    if torch is not None:
         if isinstance(x, torch.Tensor):
             t = x.detach()
             if t.dtype == torch.bfloat16:
                 return t.contiguous().view(torch.int16).numpy().view(np.uint16)
             return t.contiguous().numpy()
-    except ImportError:  # pragma: no cover
-        pass
     return np.ascontiguousarray(x)
 
 
 def is_buffer(x) -> bool:
     if isinstance(x, np.ndarray):
         return True
-    try:
-        import torch
-        return isinstance(x, torch.Tensor)
-    except ImportError:  # pragma: no cover
-        return False
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _scalar_bytes(spec: ArgSpec, v) -> bytes:
