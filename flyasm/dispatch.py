@@ -1,0 +1,353 @@
+"""aiter-style kernel sets: build every variant of a parameter grid, and pick one at run time.
+
+A kernel file declares its grid next to its builder:
+
+    VARIANTS = [dict(dtype=d, causal=c) for d in ("bf16", "f16") for c in (False, True)]
+    def build(dtype="bf16", causal=False) -> Kernel: ...
+    def manifest_row(**params) -> dict:      # optional: the aiter columns of one variant
+        return {"dtype": ..., "hdim_q": 128, "hdim_v": 128, "mask": 2 if params["causal"] else 0, ...}
+
+(`VARIANTS` may also be a function returning the list; `FILE.py:NAME` picks another grid.)
+
+`build_set(spec, out_dir)` builds each variant (in worker processes) into `out_dir/CO_NAME` and
+writes a CSV manifest laid out like aiter's `hsa/gfx950/fmha_v3_fwd/fmha_fwd.csv`
+(`dtype,hdim_q,hdim_v,mask,mode,bf16_cvt,ts_qo,ts_kv,knl_name,co_name`; there `mask` is 0 for no
+mask and 2 for causal bottom-right, `mode` 0 for batch and 1 for group/varlen). Our column order
+puts the two names first, then the aiter columns a variant fills, then any other column, then
+`block` (workgroup size) and `params` (the build parameters as JSON, so a row can be rebuilt).
+Same grid and same sources give the same bytes and the same CSV.
+
+`Dispatcher(manifest)` reads such a CSV and selects the row for a call (`select(dtype=..., causal=...)`;
+an empty cell matches anything), then launches its `.co` through `flyasm.run.launch`.
+"""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import FlyasmError
+
+AITER_COLUMNS = ("dtype", "hdim_q", "hdim_v", "mask", "mode", "bf16_cvt", "ts_qo", "ts_kv")
+NAME_COLUMNS = ("knl_name", "co_name")
+TAIL_COLUMNS = ("block", "params")
+MASK_NONE, MASK_CAUSAL = 0, 2          # aiter's mask codes (bottom-right causal is 2)
+
+
+class DispatchError(FlyasmError):
+    """A kernel set that cannot be built, read, or that has no kernel for a call."""
+
+    def __init__(self, message: str):
+        super().__init__(message, find_loc=False)
+
+
+# ---- loading a grid ----------------------------------------------------------------------------
+_MODULES: dict[str, object] = {}
+
+
+def load_module(path: str | Path):
+    """Import a kernel file by path (once per process)."""
+    p = Path(path).resolve()
+    if not p.is_file():
+        raise DispatchError(f"kernel file {path} does not exist")
+    key = str(p)
+    if key not in _MODULES:
+        name = f"flyasm_set_{p.stem}_{abs(hash(key)) & 0xFFFFFF:06x}"
+        spec = importlib.util.spec_from_file_location(name, p)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod          # before exec: dataclasses look their module up
+        spec.loader.exec_module(mod)
+        _MODULES[key] = mod
+    return _MODULES[key]
+
+
+def parse_spec(spec: str) -> tuple[Path, str]:
+    path, _, grid = str(spec).partition(":")
+    return Path(path), grid or "VARIANTS"
+
+
+def load_grid(spec: str) -> tuple[object, str, list[dict]]:
+    """(module, grid name, list of parameter dicts) for `FILE.py[:GRID]`."""
+    path, grid = parse_spec(spec)
+    mod = load_module(path)
+    if not hasattr(mod, grid):
+        raise DispatchError(f"{path} has no grid '{grid}' (declare VARIANTS = [dict(...), ...] or pass FILE.py:NAME)")
+    if not callable(getattr(mod, "build", None)):
+        raise DispatchError(f"{path} has no build(**params) function")
+    g = getattr(mod, grid)
+    variants = list(g() if callable(g) else g)
+    if not variants:
+        raise DispatchError(f"grid {path}:{grid} is empty")
+    for i, p in enumerate(variants):
+        if not isinstance(p, dict):
+            raise DispatchError(f"grid {path}:{grid} entry {i} is {type(p).__name__}, not a dict of build parameters")
+    return mod, grid, [dict(p) for p in variants]
+
+
+# ---- one manifest row --------------------------------------------------------------------------
+def _cell(v) -> str:
+    if isinstance(v, bool):
+        return str(int(v))               # aiter writes flags as 0/1
+    if v is None:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def default_row(params: dict) -> dict:
+    """Columns from the build parameters when the kernel file has no manifest_row():
+    `causal` becomes aiter's `mask` code, everything else keeps its name."""
+    row = {}
+    for k, v in params.items():
+        if k == "causal" and "mask" not in params:
+            row["mask"] = MASK_CAUSAL if v else MASK_NONE
+        else:
+            row[k] = v
+    return row
+
+
+def variant_row(mod, params: dict, kernel) -> dict:
+    fn = getattr(mod, "manifest_row", None)
+    row = dict(fn(**params)) if callable(fn) else default_row(params)
+    row.setdefault("knl_name", kernel.name)
+    if row["knl_name"] != kernel.name:
+        raise DispatchError(f"manifest_row() names kernel '{row['knl_name']}' but build() made '{kernel.name}'")
+    row.setdefault("co_name", f"{kernel.name}.co")
+    b = kernel.block
+    row["block"] = str(b[0]) if b[1:] == (1, 1) else "x".join(map(str, b))
+    row["params"] = json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
+    return {k: _cell(v) for k, v in row.items()}
+
+
+def columns_of(rows: list[dict]) -> list[str]:
+    seen: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in seen:
+                seen.append(k)
+    aiter = [c for c in AITER_COLUMNS if c in seen]
+    extra = [c for c in seen if c not in NAME_COLUMNS + AITER_COLUMNS + TAIL_COLUMNS]
+    return list(NAME_COLUMNS) + aiter + extra + list(TAIL_COLUMNS)
+
+
+def manifest_text(rows: list[dict]) -> str:
+    cols = columns_of(rows)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n", restval="")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    return buf.getvalue()
+
+
+# ---- building a set ----------------------------------------------------------------------------
+@dataclass
+class VariantBuild:
+    index: int
+    params: dict
+    row: dict
+    co: bytes
+    emit_s: float            # build(**params): the Python builder
+    asm_s: float             # render + static check + llvm-mc + ld.lld (k.build)
+
+
+def build_variant(path: str, index: int, params: dict) -> VariantBuild:
+    """Build one variant (runs in a worker process; also usable inline)."""
+    from .kernel import Kernel
+    mod = load_module(path)
+    t0 = time.perf_counter()
+    try:
+        k = mod.build(**params)
+    except (TypeError, FlyasmError) as e:   # re-raised as one picklable sentence naming the variant
+        raise DispatchError(f"{Path(path).name}: build({_fmt_params(params)}) failed: {e}") from None
+    t1 = time.perf_counter()
+    if not isinstance(k, Kernel):
+        raise DispatchError(f"{Path(path).name}: build({_fmt_params(params)}) returned {type(k).__name__}, not a Kernel")
+    try:
+        res = k.build()
+    except FlyasmError as e:
+        raise DispatchError(f"{Path(path).name}: variant {_fmt_params(params)}: {e}") from None
+    t2 = time.perf_counter()
+    return VariantBuild(index, params, variant_row(mod, params, k), res.co, t1 - t0, t2 - t1)
+
+
+def _fmt_params(params: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in params.items())
+
+
+def _pool(jobs: int):
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    # fork: workers inherit the imported kernel module (and torch) instead of importing it again
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+
+
+@dataclass
+class SetResult:
+    out_dir: Path
+    manifest: Path
+    builds: list[VariantBuild] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def build_set(spec: str, out_dir, *, jobs: int | None = None, manifest: str | None = None,
+              progress: bool = True) -> SetResult:
+    """Build every variant of `FILE.py[:GRID]` into out_dir and write the CSV manifest."""
+    from .asm.driver import atomic_write
+    t0 = time.perf_counter()
+    path, _ = parse_spec(spec)
+    mod, grid, variants = load_grid(spec)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(variants)))
+    out = Path(out_dir)
+    builds: list[VariantBuild | None] = [None] * len(variants)
+    desc = f"{path.name}:{grid}"
+    if jobs == 1:
+        from tqdm import tqdm
+        for i, p in enumerate(tqdm(variants, desc=desc, unit="kernel", disable=not progress or None)):
+            builds[i] = build_variant(str(path), i, p)
+    else:
+        from concurrent.futures import as_completed
+
+        from tqdm import tqdm
+        with _pool(jobs) as ex:
+            futs = [ex.submit(build_variant, str(path), i, p) for i, p in enumerate(variants)]
+            bar = tqdm(total=len(futs), desc=desc, unit="kernel", disable=not progress or None)
+            try:
+                for f in as_completed(futs):
+                    b = f.result()
+                    builds[b.index] = b
+                    bar.update(1)
+            except BaseException:
+                for f in futs:
+                    f.cancel()
+                raise
+            finally:
+                bar.close()
+    # names must identify variants: two variants writing one file would make the manifest lie
+    by_co: dict[str, VariantBuild] = {}
+    for b in builds:
+        prev = by_co.get(b.row["co_name"])
+        if prev is not None:
+            raise DispatchError(f"variants {_fmt_params(prev.params)} and {_fmt_params(b.params)} both produce "
+                                f"{b.row['co_name']}; give the kernels distinct names")
+        by_co[b.row["co_name"]] = b
+    for b in builds:
+        atomic_write(out / b.row["co_name"], b.co)
+    mpath = out / (manifest or f"{path.stem}.csv")
+    atomic_write(mpath, manifest_text([b.row for b in builds]))
+    return SetResult(out, mpath, builds, time.perf_counter() - t0)
+
+
+# ---- selecting and launching -------------------------------------------------------------------
+@dataclass
+class Entry:
+    """One manifest row: its cells, and the code object it names."""
+    row: dict
+    path: Path
+
+    @property
+    def knl_name(self) -> str:
+        return self.row["knl_name"]
+
+    @property
+    def params(self) -> dict:
+        return json.loads(self.row["params"]) if self.row.get("params") else {}
+
+    @property
+    def block(self) -> tuple[int, ...] | None:
+        b = self.row.get("block", "")
+        return tuple(int(x) for x in b.split("x")) if b else None
+
+    @property
+    def co(self) -> bytes:
+        if not self.path.is_file():
+            raise DispatchError(f"manifest row {self.knl_name} names {self.path}, which does not exist")
+        return self.path.read_bytes()
+
+    def launch(self, grid, block=None, *args, backend: str = "emu", **kw):
+        """flyasm.run.launch of this row's code object; `block` defaults to the manifest's."""
+        from .run import launch
+        block = block if block is not None else self.block
+        if block is None:
+            raise DispatchError(f"manifest row {self.knl_name} has no block size; pass block=")
+        return launch(self.co, grid, block, *args, backend=backend, kernel=self.knl_name, **kw)
+
+
+def _norm(v) -> str:
+    return _cell(v)
+
+
+class Dispatcher:
+    """Kernel selection over a manifest written by build_set (or by hand, aiter-style)."""
+
+    def __init__(self, manifest):
+        p = Path(manifest)
+        if p.is_dir():
+            csvs = sorted(p.glob("*.csv"))
+            if len(csvs) != 1:
+                raise DispatchError(f"{p} holds {len(csvs)} .csv manifests; pass the one to use")
+            p = csvs[0]
+        if not p.is_file():
+            raise DispatchError(f"manifest {manifest} does not exist")
+        self.path = p
+        with p.open(newline="") as f:
+            reader = csv.DictReader(f)
+            self.columns = list(reader.fieldnames or [])
+            self.rows = [dict(r) for r in reader]
+        missing = [c for c in NAME_COLUMNS if c not in self.columns]
+        if missing:
+            raise DispatchError(f"manifest {p} lacks column(s) {', '.join(missing)} (has {', '.join(self.columns)})")
+        if not self.rows:
+            raise DispatchError(f"manifest {p} lists no kernels")
+
+    def _query(self, query: dict) -> dict:
+        q = {}
+        for k, v in query.items():
+            if k == "causal" and "causal" not in self.columns and "mask" in self.columns:
+                k, v = "mask", MASK_CAUSAL if v else MASK_NONE
+            if k not in self.columns:
+                raise DispatchError(f"manifest {self.path.name} has no column '{k}' "
+                                    f"(columns: {', '.join(self.columns)})")
+            q[k] = _norm(v)
+        return q
+
+    def _describe(self, rows: list[dict], keys: list[str]) -> str:
+        return "; ".join(" ".join(f"{k}={r.get(k) or '*'}" for k in keys) + f" ({r['co_name']})" for r in rows)
+
+    def select(self, **query) -> Entry:
+        """The one row whose cells equal the query (empty cells match anything); the row with the
+        most exact matches wins; a tie or no match is an error that lists what exists."""
+        q = self._query(query)
+        scored = []
+        for r in self.rows:
+            if all(r.get(k, "") in ("", v) for k, v in q.items()):
+                scored.append((sum(r.get(k, "") == v for k, v in q.items()), r))
+        want = ", ".join(f"{k}={v}" for k, v in q.items()) or "(no constraints)"
+        varying = [c for c in self.columns if c not in ("knl_name", "co_name", "params")
+                   and len({r.get(c, "") for r in self.rows}) > 1]
+        keys = list(dict.fromkeys(list(q) + varying))
+        if not scored:
+            raise DispatchError(f"no kernel in {self.path.name} matches {want}; it has: "
+                                f"{self._describe(self.rows, keys)}")
+        best = max(s for s, _ in scored)
+        top = [r for s, r in scored if s == best]
+        if len(top) > 1:
+            diff = [c for c in varying if len({r.get(c, '') for r in top}) > 1] or varying
+            raise DispatchError(f"{len(top)} kernels in {self.path.name} match {want}; choose with "
+                                f"{', '.join(diff)}: {self._describe(top, diff)}")
+        return Entry(top[0], self.path.parent / top[0]["co_name"])
+
+    def launch(self, query: dict, grid, block=None, *args, backend: str = "emu", **kw):
+        """select(**query).launch(grid, block, *args, backend=...)."""
+        return self.select(**query).launch(grid, block, *args, backend=backend, **kw)
+
+    def __len__(self) -> int:
+        return len(self.rows)
