@@ -233,6 +233,28 @@ def check(src, kernel, mode, as_json):
         sys.exit(1)
 
 
+@main.command("build-set")
+@click.argument("kernel", metavar="KERNEL.py[:GRID]")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True,
+              help="Directory for the .co files and the CSV manifest.")
+@click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: CPU count).")
+@click.option("--manifest", default=None, help="Manifest file name (default: KERNEL stem + .csv).")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@handles_errors
+def build_set(kernel, out_dir, jobs, manifest, no_progress):
+    """Build every variant of a grid (VARIANTS, or GRID) into DIR: one .co per variant and an
+    aiter-style CSV manifest (knl_name,co_name,dtype,hdim_q,hdim_v,mask,mode,ts_qo,ts_kv,...)."""
+    from .dispatch import build_set as _build_set
+    if jobs is not None and jobs < 1:
+        raise FlyasmError(f"-j takes a positive number of workers, not {jobs}", find_loc=False)
+    res = _build_set(kernel, out_dir, jobs=jobs, manifest=manifest, progress=not no_progress)
+    emit = sum(b.emit_s for b in res.builds)
+    asm = sum(b.asm_s for b in res.builds)
+    click.echo(f"{len(res.builds)} kernels in {res.out_dir} ({res.wall_s:.2f} s wall; builders {emit:.2f} s, "
+               f"check+assemble {asm:.2f} s summed over workers)")
+    click.echo(str(res.manifest))
+
+
 # stats, diff, plan live with the reports (flyasm/report/cli.py).
 from .report.cli import register as _register_reports  # noqa: E402
 
