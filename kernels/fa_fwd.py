@@ -1,0 +1,610 @@
+"""Flagship attention forward for gfx950: head dim 128, bf16/f16, causal or not, MHA/GQA.
+
+    k = build(dtype="bf16", causal=True, num_heads=8, num_kv_heads=2)
+    out, lse = run(q, k, v, causal=True)          # q: [B, Hq, Sq, 128], k/v: [B, Hkv, Sk, 128]
+
+One workgroup = 512 threads = 8 waves = a 256-row Q tile (32 rows per wave); K and V stream
+through LDS in 64-key steps.  Every lane/offset formula comes from kernels/fa_layouts.py, whose
+numpy model of this exact data movement is tested against plain attention
+(tests/test_fa_layouts.py).
+
+Pipeline of one 64-key step j (per wave; S_cur holds Sᵀ_j, computed one step earlier):
+
+    mask       (only on boundary tiles)  v_cmp/v_cndmask of S_cur against seqlen_k / the diagonal
+    ── wait K_{j+1} DMA, s_barrier ──
+    qk_softmax 16 MFMA  S_nxt = K_{j+1}·Qᵀ      ║ 16 ds_read_b128 (K_{j+1})  ║ 6 DMA (K_{j+2}, V_{j+1})
+               ║ softmax of S_cur in the MFMA shadows: row max (in-lane + permlane32),
+               ║ lazy max update, exp2, row sum, pack P to bf16, permlane32 swaps -> Pᵀ operand
+    rescale_o  (only when some row max grew by > 2^8: uniform branch)  O *= corr
+    ── wait V_j DMA, s_barrier ──
+    pv         16 MFMA  Oᵀ += V_jᵀ·P_jᵀ          ║ 32 ds_read_b64_tr_b16 (V_j)
+
+so the softmax of step j runs under the Q·Kᵀ MFMAs of step j+1 (S ping-pongs between
+v[32:63] and v[64:95], the loop is unrolled twice).  Online softmax runs in the exp2 domain:
+scale·log2(e) is folded into Q when Q is loaded.  The max is "lazy": the running max m used for
+P = exp2(S - m) is only moved when some lane's tile max exceeds it by more than 8 (P ≤ 2^8 stays
+exact enough in bf16 and far from fp32 overflow), so O is rarely rescaled.
+
+Supported: head dim 128; 1 ≤ seqlen_q, seqlen_k < 2^24 with any remainder (masking); row strides
+≥ 256 bytes and multiples of 16 bytes; byte offsets of one (batch, head) slice < 2^32; causal is
+top-left aligned (query i sees keys 0..i), as torch's `is_causal`.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from flyasm import Kernel, exec_, m0, s, v, vcc
+from flyasm.isa.operands import Special
+from flyasm.plan import RegisterPlan
+
+try:
+    from . import fa_layouts as L
+except ImportError:                      # loaded as a top-level module (tests put kernels/ on the path)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import fa_layouts as L
+
+exec_lo, exec_hi = Special("exec_lo"), Special("exec_hi")
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+LAZY_THRESHOLD = 8.0           # log2 units: P = exp2(S - m_stale) ≤ 2^8
+RSRC_WORD3 = 0x00020000        # raw buffer, 32-bit data format (gfx9 V# word 3)
+
+# ---- the register plan (inclusive ranges) --------------------------------------------------------
+#  region       registers      holds
+#  ids          v[0:1]         workitem id (v0), lane id
+#  lds_addr     v[2:5]         per-lane LDS read bases: K buf0, K buf1, V buf0, V buf1
+#  dma_voff     v[6:12]        per-lane global offsets of the 3 K and 3 V DMA chunks; DMA scratch
+#  io_voff      v[13:15]       per-lane offsets of the Q load, O store, LSE store
+#  softmax      v[16:25]       m (running max), l (lane-half row sum), corr, tile max, temps,
+#                              mask limit, -inf, causal limit, 4*(lane//32)
+#  tmp          v[26:31]       prologue scratch (Q scaling)
+#  S            v[32:95]       Sᵀ ping-pong: S_ping v[32:63], S_pong v[64:95] (2 x 2 MFMA tiles)
+#  O            v[96:159]      Oᵀ accumulators, 4 d blocks x 16
+#  Q            v[160:191]     Q·scale·log2e as 8 B operands (persistent)
+#  KV           v[192:255]     16 K fragments (4 VGPRs) or 16 V fragments read ahead of the MFMAs
+#  sys          s[0:4]         kernarg pointer, workgroup ids x (Q tile), y (head), z (batch)
+#  rsrc         s[8:27]        buffer resources Q, K, V, O, LSE
+#  args         s[28:53]       kernel arguments
+#  loop         s[54:62]       tile count, step, kbase, temps, lazy flag, DMA tile offsets, q0
+#  dma_m0       s[64:75]       M0 for every DMA: (K buf0, K buf1, V buf0, V buf1) x 3 chunks
+#  misc         s[76:85]       mask limit, mask SGPR pairs, GQA head, strides x 64
+# 12 M0 values, not 5: a DMA instruction fills 1 KiB of consecutive LDS (M0 + 16*lane), so each
+# of the 3 chunks a wave fills per tile, in each of 2 buffers of 2 tensors, has its own M0.
+PLAN_REGIONS = {
+    "ids": v[0:1], "lds_addr": v[2:5], "dma_voff": v[6:12], "io_voff": v[13:15], "softmax": v[16:25],
+    "tmp": v[26:31], "S": v[32:95], "O": v[96:159], "Q": v[160:191], "KV": v[192:255],
+    "sys": s[0:4], "wave": s[5:7], "rsrc": s[8:27], "args": s[28:53], "loop": s[54:63], "dma_m0": s[64:75],
+    "misc": s[76:85],
+}
+PLAN_ALIASES = {"S_ping": ("S", v[32:63]), "S_pong": ("S", v[64:95])}
+
+S = v[32:95]
+O = v[96:159]
+Q = v[160:191]
+KV = v[192:255]
+LANE = v[1]
+K_ADDR = (v[2], v[3])
+V_ADDR = (v[4], v[5])
+K_DMA = (v[6], v[7], v[8])
+V_DMA = (v[9], v[10], v[11])
+DMA_TMP = v[12]
+Q_VOFF, O_VOFF, LSE_VOFF = v[13], v[14], v[15]
+M_RUN, L_RUN, CORR, M_TILE, T0, T1, MASK_T, NEG_INF, QLIM, H4 = (v[i] for i in range(16, 26))
+TMP = v[26:31]
+
+RS_Q, RS_K, RS_V, RS_O, RS_LSE = s[8:11], s[12:15], s[16:19], s[20:23], s[24:27]
+WAVE = s[5]
+N_TILES, STEP, KBASE, ST0, ST1 = s[54], s[55], s[56], s[57], s[58]
+LAZY = s[60:61]
+K_TILE_OFF, V_TILE_OFF = s[59], s[62]
+Q0 = s[63]
+DMA_M0 = s[64:75]
+MASK_LIMIT = s[76]
+MASK_SG = (vcc, s[78:79], s[80:81])
+HK = s[77]
+K_SS64, V_SS64 = s[82], s[83]
+
+AITER_ARGS = [("o", "ptr"), ("q", "ptr"), ("k", "ptr"), ("v", "ptr"), ("lse", "ptr"), ("scale", "f32"),
+              ("seqlen_q", "u32"), ("q_ss", "u32"), ("q_ts", "u32"), ("q_hs", "u32"), ("q_bs", "u32"),
+              ("gqa", "u32"), ("k_ss", "u32"), ("k_hs", "u32"), ("k_bs", "u32"), ("opt", "u32"),
+              ("has_lse", "u32"), ("seqlen_k", "u32"), ("qk_head_dim", "u32"), ("v_head_dim", "u32"),
+              ("q_head_num", "u32"), ("v_ss", "u32"), ("v_hs", "u32"), ("v_bs", "u32"), ("o_ss", "u32"),
+              ("o_hs", "u32"), ("o_bs", "u32")]
+NATURAL_ARGS = [("o", "ptr"), ("q", "ptr"), ("k", "ptr"), ("v", "ptr"), ("lse", "ptr"), ("scale", "f32"),
+                ("seqlen_q", "u32"), ("seqlen_k", "u32"), ("q_ss", "u32"), ("q_hs", "u32"), ("q_bs", "u32"),
+                ("k_ss", "u32"), ("k_hs", "u32"), ("k_bs", "u32"), ("v_ss", "u32"), ("v_hs", "u32"),
+                ("v_bs", "u32"), ("o_ss", "u32"), ("o_hs", "u32"), ("o_bs", "u32"), ("has_lse", "u32")]
+# Where each loaded argument lives (pointers take two SGPRs).
+ARG_SGPR = {"o": s[28:29], "q": s[30:31], "k": s[32:33], "v": s[34:35], "lse": s[36:37], "scale": s[38],
+            "seqlen_q": s[39], "seqlen_k": s[40], "q_ss": s[41], "q_hs": s[42], "q_bs": s[43], "k_ss": s[44],
+            "k_hs": s[45], "k_bs": s[46], "v_ss": s[47], "v_hs": s[48], "v_bs": s[49], "o_ss": s[50],
+            "o_hs": s[51], "o_bs": s[52], "has_lse": s[53]}
+
+
+def reference(q, k, v, causal=False, scale=None):
+    """torch float32 reference: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> (out [B, Hq, Sq, D], lse [B, Hq, Sq])."""
+    import torch
+    q, k, v = (t.float() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    sc = (q @ k.transpose(-1, -2)) * scale
+    if causal:
+        keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).tril()
+        sc = sc.masked_fill(~keep, float("-inf"))
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    return out, torch.logsumexp(sc, dim=-1)
+
+
+class _Builder:
+    def __init__(self, dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio):
+        if dtype not in ("bf16", "f16"):
+            raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+        self.dtype, self.causal = dtype, causal
+        self.gqa = num_heads // num_kv_heads
+        self.num_heads = num_heads
+        self.lazy_rescale, self.setprio = lazy_rescale, setprio
+        name = f"fa_fwd_d128_{dtype}_{'causal' if causal else 'full'}_h{num_heads}kv{num_kv_heads}" + \
+               ("_aiter" if aiter_args else "")
+        self.plan = RegisterPlan(name, regions=PLAN_REGIONS, aliases=PLAN_ALIASES, strict=True)
+        self.k = Kernel(name, block=512, lds=160 * 1024 if aiter_args else L.LDS_BYTES,
+                        arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
+        self.args = {n: self.k.arg(n, t) for n, t in (AITER_ARGS if aiter_args else NATURAL_ARGS)}
+        self.mfma = self.k.instr
+        self.mfma_name = f"v_mfma_f32_32x32x16_{dtype}"
+        self.cvt_pk = f"v_cvt_pk_{dtype}_f32"
+
+    # ---- small helpers ------------------------------------------------------------------------
+    def rsrc(self, dst, ptr, terms, rows, row_stride):
+        """dst = V#(ptr + Σ a*b, num_records = rows * row_stride): 64-bit base arithmetic on SALU."""
+        k = self.k
+        lo, hi = dst[0], dst[1]
+        k.s_mul_i32(dst[2], rows, row_stride)
+        k.s_mov_b32(lo, ptr[0])
+        k.s_mov_b32(hi, ptr[1])
+        for a_, b_ in terms:
+            k.s_mul_i32(ST0, a_, b_)
+            k.s_mul_hi_u32(ST1, a_, b_)
+            k.s_add_u32(lo, lo, ST0)
+            k.s_addc_u32(hi, hi, ST1)
+        k.s_and_b32(hi, hi, 0xFFFF)              # stride 0: raw buffer, range check in bytes
+        k.s_mov_b32(dst[3], RSRC_WORD3)
+
+    def m0_index(self, tensor, buf, i):
+        return DMA_M0[(2 * (tensor == "v") + buf) * 3 + i]
+
+    def dma(self, tensor, buf, i, tile_off):
+        """One LDS-DMA instruction: chunk i of this wave's share of a K or V tile into buffer buf."""
+        k = self.k
+        k.s_mov_b32(m0, self.m0_index(tensor, buf, i))
+        k.v_add_u32(DMA_TMP, tile_off, (K_DMA if tensor == "k" else V_DMA)[i])   # also covers m0 -> DMA
+        k.buffer_load_dwordx4(DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True, lds=True)
+
+    # ---- prologue -----------------------------------------------------------------------------
+    def prologue(self):
+        k, A = self.k, ARG_SGPR
+        with k.region("args", expect={"smem": len(A)}):
+            names = list(A)
+            for part in (names[:12], names[12:]):
+                for n in part:
+                    load = k.s_load_dwordx2 if self.args[n].type == "ptr" else k.s_load_dword
+                    load(A[n], k.kernarg_ptr, self.args[n].offset)
+                k.s_waitcnt(lgkmcnt=0)
+        with k.region("setup"):
+            wg_q, head, batch = k.workgroup_id("x"), k.workgroup_id("y"), k.workgroup_id("z")
+            k.v_readfirstlane_b32(WAVE, v[0])
+            k.s_lshr_b32(WAVE, WAVE, 6)                          # wave = tid / 64, uniform
+            k.v_and_b32(LANE, 63, v[0])
+            # GQA: kv head = head / gqa (magic multiply, exact for head < 2^16)
+            if self.gqa == 1:
+                k.s_mov_b32(HK, head)
+            elif self.gqa & (self.gqa - 1) == 0:
+                k.s_lshr_b32(HK, head, int(math.log2(self.gqa)))
+            else:
+                k.s_mul_hi_u32(HK, head, -(-(1 << 32) // self.gqa) & 0xFFFFFFFF)
+            # q0 of this wave
+            k.s_lshl_b32(Q0, wg_q, 8)
+            k.s_lshl_b32(ST0, WAVE, 5)
+            k.s_add_u32(Q0, Q0, ST0)
+            # buffer resources; num_records = rows * row stride: rows past the end read 0 / drop stores
+            self.rsrc(RS_Q, A["q"], [(batch, A["q_bs"]), (head, A["q_hs"])], A["seqlen_q"], A["q_ss"])
+            self.rsrc(RS_K, A["k"], [(batch, A["k_bs"]), (HK, A["k_hs"])], A["seqlen_k"], A["k_ss"])
+            self.rsrc(RS_V, A["v"], [(batch, A["v_bs"]), (HK, A["v_hs"])], A["seqlen_k"], A["v_ss"])
+            self.rsrc(RS_O, A["o"], [(batch, A["o_bs"]), (head, A["o_hs"])], A["seqlen_q"], A["o_ss"])
+            # LSE is [B, Hq, Sq] float32: base + ((batch*Hq + head) * Sq) * 4
+            k.s_mul_i32(ST1, batch, self.num_heads)
+            k.s_add_u32(ST1, ST1, head)
+            k.s_mul_i32(ST1, ST1, A["seqlen_q"])
+            k.s_lshl_b32(ST1, ST1, 2)
+            k.s_mov_b32(RS_LSE[0], A["lse"][0])
+            k.s_mov_b32(RS_LSE[1], A["lse"][1])
+            k.s_add_u32(RS_LSE[0], RS_LSE[0], ST1)
+            k.s_addc_u32(RS_LSE[1], RS_LSE[1], 0)
+            k.s_and_b32(RS_LSE[1], RS_LSE[1], 0xFFFF)
+            k.s_lshl_b32(RS_LSE[2], A["seqlen_q"], 2)
+            k.s_mov_b32(RS_LSE[3], RSRC_WORD3)
+            # number of 64-key tiles; causal: none fully above the workgroup's diagonal
+            k.s_add_u32(N_TILES, A["seqlen_k"], 63)
+            k.s_lshr_b32(N_TILES, N_TILES, 6)
+            if self.causal:
+                k.s_lshl_b32(ST0, wg_q, 8)
+                k.s_add_u32(ST0, ST0, 256)
+                k.s_min_u32(ST0, ST0, A["seqlen_q"])
+                k.s_add_u32(ST0, ST0, 63)
+                k.s_lshr_b32(ST0, ST0, 6)
+                k.s_min_u32(N_TILES, N_TILES, ST0)
+                # a tile needs the mask when kbase + 64 > min(seqlen_k, q0 + 1)
+                k.s_add_u32(ST0, Q0, 1)
+                k.s_min_u32(MASK_LIMIT, A["seqlen_k"], ST0)
+            else:
+                k.s_mov_b32(MASK_LIMIT, A["seqlen_k"])
+            k.s_lshl_b32(K_SS64, A["k_ss"], 6)
+            k.s_lshl_b32(V_SS64, A["v_ss"], 6)
+            # M0 of every DMA: buffer base + 1 KiB * chunk (chunk = min(wave + 8i, last))
+            for tensor, bases, nch in (("k", L.LDS_K, L.K_CHUNKS), ("v", L.LDS_V, L.V_CHUNKS)):
+                for i in range(L.DMA_PER_WAVE):
+                    k.s_add_u32(ST0, WAVE, L.WAVES * i)
+                    k.s_min_u32(ST0, ST0, nch - 1)
+                    k.s_lshl_b32(ST1, ST0, 10)
+                    for buf in range(2):
+                        k.s_add_u32(self.m0_index(tensor, buf, i), ST1, bases[buf])
+                    # per-lane global offset of the chunk (fa_layouts.dma_voffset)
+                    dst = (K_DMA if tensor == "k" else V_DMA)[i]
+                    slots = L.K_SLOTS if tensor == "k" else L.V_SLOTS
+                    magic, shift = L.DIV_MAGIC[slots]
+                    k.s_lshl_b32(ST1, ST0, 6)
+                    k.v_add_u32(TMP[0], ST1, LANE)                      # slot t = 64*chunk + lane
+                    k.v_mul_u32_u24(TMP[1], magic, TMP[0])
+                    k.v_lshrrev_b32(TMP[1], shift, TMP[1])              # row = t // slots
+                    k.v_mul_u32_u24(TMP[2], slots, TMP[1])
+                    k.v_sub_u32(TMP[2], TMP[0], TMP[2])                 # column slot
+                    k.v_and_b32(TMP[2], 15, TMP[2])                     # padding slots re-read column 0..3
+                    k.v_lshlrev_b32(TMP[2], 4, TMP[2])
+                    k.v_mul_lo_u32(dst, TMP[1], A["k_ss" if tensor == "k" else "v_ss"])
+                    k.v_add_u32(dst, dst, TMP[2])
+            # per-lane LDS read bases (fa_layouts.k_read_addr / v_read_addr)
+            k.v_lshrrev_b32(H4, 5, LANE)
+            k.v_lshlrev_b32(TMP[3], 4, H4)                              # 16 * (lane // 32)
+            k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32)
+            k.v_and_b32(TMP[0], 31, LANE)
+            k.v_mul_u32_u24(K_ADDR[0], L.K_STRIDE, TMP[0])
+            k.v_add_u32(K_ADDR[0], K_ADDR[0], TMP[3])
+            k.v_add_u32(K_ADDR[1], L.LDS_K[1], K_ADDR[0])
+            k.v_lshrrev_b32(TMP[1], 5, LANE)                            # g // 2
+            k.v_lshlrev_b32(TMP[1], 3, TMP[1])
+            k.v_bfe_u32(TMP[2], LANE, 2, 2)                             # r
+            k.v_add_u32(TMP[1], TMP[1], TMP[2])
+            k.v_mul_u32_u24(V_ADDR[0], L.V_STRIDE, TMP[1])
+            k.v_bfe_u32(TMP[2], LANE, 4, 1)                             # g % 2
+            k.v_lshlrev_b32(TMP[2], 5, TMP[2])
+            k.v_and_b32(TMP[4], 3, LANE)                                # c
+            k.v_lshlrev_b32(TMP[4], 3, TMP[4])
+            k.v_add3_u32(V_ADDR[0], V_ADDR[0], TMP[2], TMP[4])
+            k.v_add_u32(V_ADDR[1], L.LDS_V[1], V_ADDR[0])
+            k.v_add_u32(V_ADDR[0], L.LDS_V[0], V_ADDR[0])
+            # per-lane query row and the Q / O / LSE offsets (fa_layouts.q_voffset / o_voffset)
+            k.v_add_u32(TMP[0], Q0, TMP[0])                             # q = q0 + lane % 32
+            k.v_mul_lo_u32(Q_VOFF, TMP[0], A["q_ss"])
+            k.v_add_u32(Q_VOFF, Q_VOFF, TMP[3])
+            k.v_mul_lo_u32(O_VOFF, TMP[0], A["o_ss"])
+            k.v_add_u32(O_VOFF, O_VOFF, TMP[3])
+            k.v_lshlrev_b32(LSE_VOFF, 2, TMP[0])
+            if self.causal:
+                k.v_sub_u32(QLIM, TMP[0], H4)
+                k.v_add_u32(QLIM, 1, QLIM)                               # key valid iff key <= q
+            k.v_mov_b32(NEG_INF, float("-inf"))
+            k.v_mov_b32(M_RUN, float("-inf"))
+            k.v_mov_b32(L_RUN, 0)
+            k.v_mov_b32(TMP[5], A["scale"])
+            k.v_mul_f32(TMP[5], LOG2E, TMP[5])                          # scale * log2(e)
+        with k.region("zero_o", expect={"valu": 64}):
+            for i in range(64):
+                k.v_mov_b32(O[i], 0)
+        with k.region("load", expect={"vmem_load": 8, "lds_dma": 9}):
+            for kk in range(8):
+                k.buffer_load_dwordx4(Q[4 * kk:4 * kk + 3], Q_VOFF, RS_Q, 0, offen=True, offset=L.q_imm(kk))
+            # K_0 -> K buf0, K_min(1, n-1) -> K buf1, V_0 -> V buf0
+            k.s_mov_b32(K_TILE_OFF, 0)
+            for i in range(3):
+                self.dma("k", 0, i, K_TILE_OFF)
+            k.s_min_u32(ST0, N_TILES, 2)
+            k.s_sub_u32(ST0, ST0, 1)
+            k.s_mul_i32(K_TILE_OFF, ST0, K_SS64)
+            for i in range(3):
+                self.dma("k", 1, i, K_TILE_OFF)
+            k.s_mov_b32(K_TILE_OFF, 0)
+            for i in range(3):
+                self.dma("v", 0, i, K_TILE_OFF)
+        with k.region("scale_q", expect={"valu": 160}):
+            k.s_waitcnt(vmcnt=9)                                        # Q landed
+            lo, hi = TMP[0], TMP[1]
+            for i in range(32):
+                if self.dtype == "bf16":
+                    k.v_lshlrev_b32(lo, 16, Q[i])
+                    k.v_and_b32(hi, 0xFFFF0000, Q[i])
+                else:
+                    k.v_cvt_f32_f16(lo, Q[i])
+                    k.v_cvt_f32_f16_sdwa(hi, Q[i], src0_sel="WORD_1")
+                k.v_mul_f32(lo, TMP[5], lo)
+                k.v_mul_f32(hi, TMP[5], hi)
+                k.instr(self.cvt_pk, Q[i], lo, hi)
+        k.s_waitcnt(vmcnt=6)                                            # K_0 landed (this wave's part)
+        k.s_barrier()                                                   # ... and every wave's
+        with k.region("qk_first", expect={"mfma": 16, "ds_read": 16}):
+            self.qk_cluster(S[0:31], 0, softmax=None, dma=None)
+
+    # ---- clusters -----------------------------------------------------------------------------
+    def qk_cluster(self, s_out, kbuf, softmax, dma):
+        """16 MFMAs Sᵀ = K·Qᵀ from K buffer kbuf; the K fragments are read 8 ahead; `softmax` and
+        `dma` are generators of independent instructions placed in the MFMA shadows."""
+        k = self.k
+        if self.setprio:
+            k.s_setprio(1)
+        reads = [(kb, kk) for kb in range(2) for kk in range(8)]
+
+        def read(f):
+            kb, kk = reads[f]
+            k.ds_read_b128(KV[4 * f:4 * f + 3], K_ADDR[kbuf], offset=L.k_read_imm(kb, kk))
+        for f in range(8):
+            read(f)
+        for f in range(16):
+            issued = 8 + min(f, 8)
+            k.s_waitcnt(lgkmcnt=issued - f - 1)
+            kb, kk = reads[f]
+            acc = s_out[16 * kb:16 * kb + 15]
+            self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], Q[4 * kk:4 * kk + 3], 0 if kk == 0 else acc)
+            if f + 8 < 16:
+                read(f + 8)
+            if dma is not None and f % 2 == 1:
+                for _ in range(3):
+                    next(dma, None)
+            if softmax is not None:
+                for _ in range(9):
+                    next(softmax, None)
+        for gen in (dma, softmax):
+            if gen is not None:
+                for _ in gen:
+                    pass
+        if self.setprio:
+            k.s_setprio(0)
+
+    def pv_cluster(self, p_regs, vbuf):
+        """16 MFMAs Oᵀ += Vᵀ·Pᵀ; each V fragment is two ds_read_b64_tr_b16, read 7 fragments ahead."""
+        k = self.k
+        if self.setprio:
+            k.s_setprio(1)
+        frags = [(db, kk) for kk in range(4) for db in range(4)]   # alternate accumulators
+
+        def read(f):
+            db, kk = frags[f]
+            for t in range(2):
+                k.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], V_ADDR[vbuf], offset=L.v_read_imm(db, kk, t))
+        ahead = 7
+        for f in range(ahead):
+            read(f)
+        for f in range(16):
+            issued = 2 * min(16, ahead + f)
+            k.s_waitcnt(lgkmcnt=issued - 2 * f - 2)
+            db, kk = frags[f]
+            acc = O[16 * db:16 * db + 15]
+            self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], p_regs[4 * kk:4 * kk + 3], acc)
+            if f + ahead < 16:
+                read(f + ahead)
+        if self.setprio:
+            k.s_setprio(0)
+
+    # ---- softmax (a generator: one instruction per step, placed by qk_cluster) -----------------
+    def softmax(self, X):
+        k = self.k
+        # tile row max: 16 accumulators per lane in two chains, then the other lane half
+        k.v_max3_f32(T0, X[0], X[1], X[2]); yield
+        k.v_max3_f32(T1, X[16], X[17], X[18]); yield
+        for i in range(3, 15, 2):
+            k.v_max3_f32(T0, T0, X[i], X[i + 1]); yield
+            k.v_max3_f32(T1, T1, X[16 + i], X[17 + i]); yield
+        k.v_max_f32(T0, T0, X[15]); yield
+        k.v_max_f32(T1, T1, X[31]); yield
+        k.v_max_f32(M_TILE, T0, T1); yield
+        k.v_mov_b32(T0, M_TILE); yield
+        k.s_nop(1); yield                                           # VALU -> permlane: 2 wait states
+        k.v_permlane32_swap_b32(M_TILE, T0); yield                  # T0(lo) <- M(hi), M(hi) <- T0(lo)
+        k.v_max_f32(M_TILE, M_TILE, T0); yield                      # full row max in both halves
+        # lazy max: move m only if some lane's tile max is above m + threshold (uniform decision)
+        if self.lazy_rescale:
+            k.v_sub_f32(T0, M_TILE, M_RUN); yield
+            k.v_cmp_lt_f32(vcc, LAZY_THRESHOLD, T0); yield
+            k.s_nop(1); yield
+            k.s_cmp_lg_u64(vcc, 0); yield
+            k.s_cselect_b64(LAZY, -1, 0); yield
+            k.v_max_f32(T0, M_RUN, M_TILE); yield
+            k.v_cndmask_b32(T1, M_RUN, T0, LAZY); yield
+        else:
+            k.s_mov_b64(LAZY, -1); yield
+            k.v_max_f32(T1, M_RUN, M_TILE); yield
+        k.v_sub_f32(CORR, M_RUN, T1); yield
+        k.v_mov_b32(M_RUN, T1); yield
+        k.v_exp_f32(CORR, CORR); yield                              # corr = exp2(m_old - m_new)
+        for i in range(32):
+            k.v_sub_f32(X[i], X[i], M_RUN); yield
+        k.v_mul_f32(L_RUN, L_RUN, CORR); yield
+        for i in range(32):
+            k.v_exp_f32(X[i], X[i]); yield
+        for i in range(32):
+            k.v_add_f32(L_RUN, L_RUN, X[i]); yield
+        # pack P in place (fa_layouts.pack_p): regs 8kk..8kk+3 become 8 bf16 of keys, then swap
+        for kk in range(4):
+            for e in range(4):
+                k.instr(self.cvt_pk, X[8 * kk + e], X[8 * kk + 2 * e], X[8 * kk + 2 * e + 1]); yield
+        for kk in range(4):
+            k.v_permlane32_swap_b32(X[8 * kk], X[8 * kk + 2]); yield
+            k.v_permlane32_swap_b32(X[8 * kk + 1], X[8 * kk + 3]); yield
+
+    def dma_gen(self, kbuf, vbuf):
+        """K_{j+2} -> K buffer kbuf and V_{j+1} -> V buffer vbuf (tile offsets in SGPRs)."""
+        for tensor, buf, off in (("k", kbuf, K_TILE_OFF), ("v", vbuf, V_TILE_OFF)):
+            for i in range(3):
+                k = self.k
+                k.s_mov_b32(m0, self.m0_index(tensor, buf, i)); yield
+                k.v_add_u32(DMA_TMP, off, (K_DMA if tensor == "k" else V_DMA)[i]); yield
+                k.buffer_load_dwordx4(DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True, lds=True); yield
+
+    def mask(self, X, p):
+        """S[key] = -inf where key >= seqlen_k or (causal) key > q: one compare per accumulator
+        against t = min(seqlen_k - kbase, q + 1 - kbase) - 4*(lane//32) (fa_layouts.mask_const)."""
+        k = self.k
+        skip = f"skip_mask_{p}"
+        k.s_add_u32(ST0, KBASE, 64)
+        k.s_cmp_le_u32(ST0, MASK_LIMIT)
+        k.s_cbranch_scc1(k.L(skip))
+        with k.region("mask", expect={"valu": 64 + (3 if self.causal else 1)}):
+            k.s_sub_u32(ST0, ARG_SGPR["seqlen_k"], KBASE)
+            k.v_sub_u32(MASK_T, ST0, H4)
+            if self.causal:
+                k.v_subrev_u32(T0, KBASE, QLIM)
+                k.v_min_i32(MASK_T, MASK_T, T0)
+            cols = [(kb, r) for kb in range(2) for r in range(16)]
+            # three mask registers in rotation: VALU SGPR write -> VALU read needs 2 wait states
+            order = []
+            for i in range(3):
+                order.append(("cmp", i))
+            for i in range(32):
+                order.append(("sel", i))
+                if i + 3 < 32:
+                    order.append(("cmp", i + 3))
+            for op, i in order:
+                kb, r = cols[i]
+                msk = MASK_SG[i % 3]
+                if op == "cmp":
+                    k.v_cmp_lt_i32(msk, L.mask_const(r, kb), MASK_T)
+                else:
+                    k.v_cndmask_b32(X[16 * kb + r], NEG_INF, X[16 * kb + r], msk)
+        k.label(skip)
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def body(self, p):
+        """One 64-key step with S_cur = S half p; K_{j+1} in K buffer 1-p, V_j in V buffer p."""
+        k = self.k
+        cur, nxt = S[32 * p:32 * p + 31], S[32 * (1 - p):32 * (1 - p) + 31]
+        with k.region(f"step{p}"):
+            k.s_lshl_b32(KBASE, STEP, 6)
+            self.mask(cur, p)
+            # DMA tiles of this step, clamped to the last tile so every wave's vmcnt stays uniform
+            k.s_add_u32(ST0, STEP, 2)
+            k.s_sub_u32(ST1, N_TILES, 1)
+            k.s_min_u32(ST0, ST0, ST1)
+            k.s_mul_i32(K_TILE_OFF, ST0, K_SS64)
+            k.s_add_u32(ST0, STEP, 1)
+            k.s_min_u32(ST0, ST0, ST1)
+            k.s_mul_i32(V_TILE_OFF, ST0, V_SS64)
+            k.s_waitcnt(vmcnt=3)              # K_{j+1} landed (V_j may still fly)
+            k.s_barrier()                     # every wave: K_{j+1} in LDS, done with step j-1's buffers
+            exp_n = 33
+            with k.region("qk_softmax", expect={"mfma": 16, "ds_read": 16, "lds_dma": 6, "exp": exp_n,
+                                                 "valu": (150, 175)}):
+                self.qk_cluster(nxt, 1 - p, softmax=self.softmax(cur), dma=self.dma_gen(p, 1 - p))
+            skip = f"skip_rescale_{p}"
+            k.s_cmp_lg_u64(LAZY, 0)
+            k.s_cbranch_scc0(k.L(skip))
+            with k.region("rescale_o", expect={"valu": 64}):
+                for i in range(64):
+                    k.v_mul_f32(O[i], CORR, O[i])
+            k.label(skip)
+            k.s_waitcnt(vmcnt=6)              # V_j landed (K_{j+2}, V_{j+1} may still fly)
+            k.s_barrier()
+            with k.region("pv", expect={"mfma": 16, "ds_read": 32}):
+                self.pv_cluster(cur, p)
+            k.s_add_u32(STEP, STEP, 1)
+            k.s_cmp_lt_u32(STEP, N_TILES)
+
+    def epilogue(self):
+        k = self.k
+        with k.region("epilogue"):
+            k.s_waitcnt(vmcnt=0)                                        # the last (clamped) DMAs
+            k.v_mov_b32(T0, L_RUN)
+            k.s_nop(1)
+            k.v_permlane32_swap_b32(L_RUN, T0)
+            k.v_add_f32(L_RUN, L_RUN, T0)                               # row sum over both lane halves
+            k.v_rcp_f32(CORR, L_RUN)
+            k.s_nop(8)                                                  # last PV MFMA -> VALU read of O
+            for i in range(64):
+                k.v_mul_f32(O[i], CORR, O[i])
+            with k.region("store_o", expect={"vmem_store": 8, "valu": 48}):
+                for db in range(4):
+                    for c in range(2):
+                        base = 16 * db + 8 * c
+                        for e in range(4):
+                            k.instr(self.cvt_pk, O[base + e], O[base + 2 * e], O[base + 2 * e + 1])
+                        k.s_nop(1)
+                        k.v_permlane32_swap_b32(O[base], O[base + 2])
+                        k.v_permlane32_swap_b32(O[base + 1], O[base + 3])
+                        k.buffer_store_dwordx4(O[base:base + 3], O_VOFF, RS_O, 0, offen=True, offset=L.o_imm(db, c))
+            k.s_cmp_eq_u32(ARG_SGPR["has_lse"], 0)
+            k.s_cbranch_scc1(k.L("done"))
+            with k.region("store_lse", expect={"vmem_store": 1}):
+                k.v_log_f32(T0, L_RUN)
+                k.s_nop(0)
+                k.v_add_f32(T0, M_RUN, T0)
+                k.v_mul_f32(T0, LN2, T0)                                 # natural-log LSE of scale*S
+                k.s_mov_b32(exec_hi, 0)                                 # lanes 0..31 hold each query once
+                k.buffer_store_dword(T0, LSE_VOFF, RS_LSE, 0, offen=True)
+            k.label("done")
+            k.s_endpgm()
+
+    def build(self):
+        k = self.k
+        self.prologue()
+        k.s_mov_b32(STEP, 0)
+        k.label("loop")
+        self.body(0)
+        k.s_cbranch_scc0(k.L("tail"))
+        self.body(1)
+        k.s_cbranch_scc1(k.L("loop"))
+        k.label("tail")
+        self.epilogue()
+        return k
+
+
+def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, *, lazy_rescale=True,
+          setprio=True) -> Kernel:
+    """The attention forward kernel (see the module docstring for the pipeline and limits)."""
+    return _Builder(dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio).build()
+
+
+def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):
+    """Argument values in the kernel's declared order (strides in bytes)."""
+    b16 = 2
+    vals = {"o": out, "q": q, "k": k, "v": v, "lse": lse, "scale": float(scale),
+            "seqlen_q": q.shape[2], "seqlen_k": k.shape[2],
+            "q_ss": q.stride(2) * b16, "q_hs": q.stride(1) * b16, "q_bs": q.stride(0) * b16,
+            "q_ts": 256 * q.stride(2) * b16, "gqa": q.shape[1] // k.shape[1],
+            "k_ss": k.stride(2) * b16, "k_hs": k.stride(1) * b16, "k_bs": k.stride(0) * b16,
+            "v_ss": v.stride(2) * b16, "v_hs": v.stride(1) * b16, "v_bs": v.stride(0) * b16,
+            "o_ss": out.stride(2) * b16, "o_hs": out.stride(1) * b16, "o_bs": out.stride(0) * b16,
+            "has_lse": 1, "opt": 0, "qk_head_dim": 128, "v_head_dim": 128, "q_head_num": q.shape[1]}
+    return [vals[a.name] for a in kern.args]
+
+
+def run(q, k, v, causal=False, scale=None, backend="emu", kernel=None, aiter_args=False):
+    """Launch on q [B, Hq, Sq, 128], k/v [B, Hkv, Sk, 128] (bf16 or f16, contiguous).
+    Returns (out [B, Hq, Sq, 128] in q's dtype, lse [B, Hq, Sq] float32)."""
+    import torch
+    from flyasm.run import launch
+    dtype = {torch.bfloat16: "bf16", torch.float16: "f16"}[q.dtype]
+    B, Hq, Sq, D = q.shape
+    if D != 128:
+        raise ValueError("head dim must be 128")
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    kern = kernel or build(dtype, causal, Hq, k.shape[1], aiter_args)
+    out = torch.full_like(q, float("nan"))                      # poisoned
+    lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
+    res = kern.build(check=False)
+    grid = (-(-Sq // 256) * 512, Hq, B)
+    launch(res, grid, (512, 1, 1), *kernel_args(kern, q, k, v, out, lse, scale, causal), backend=backend,
+           kernel=kern.name)
+    return out, lse
