@@ -9,13 +9,17 @@
 
 Every gfx950 instruction is a method (generated from the tables, see isa/builders.py). Descriptor
 fields (next_free_vgpr/sgpr, accum_offset, user SGPRs) are computed from what the stream uses.
+
+Kernels flyasm did not write (lifted from a foreign code object by `flyasm lift`) carry a `Foreign`
+record: the exact descriptor directives and metadata of the original, written instead of the
+computed ones. Our own kernels never set it, so what they emit does not change.
 """
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
 
-from .errors import KernelError, OperandError, SourceLoc, user_location
+from .errors import FlyasmError, KernelError, OperandError, SourceLoc, user_location
 from .isa import builders, tables
 from .isa.instruction import Instruction
 from .isa.operands import Label, Reg, Special, s, v
@@ -40,6 +44,30 @@ class Arg:
     offset: int
     size: int
     value_kind: str
+
+
+@dataclass
+class Foreign:
+    """The descriptor and metadata of a kernel flyasm did not build, reproduced exactly.
+
+    descriptor: `.amdhsa_<key>` -> value for every directive whose value differs from what flyasm
+        computes (dispatch/queue pointers, kernarg preload, private segment, float modes, ...).
+        Register counts (next_free_vgpr, next_free_sgpr, accum_offset) take the larger of the
+        foreign and the computed value, so an edit that uses more registers still gets them.
+    kd: the 64 descriptor bytes, only when directives cannot express them (then written as data).
+    metadata: this kernel's `amdhsa.kernels` entry, written verbatim except that .vgpr_count,
+        .sgpr_count and .agpr_count also take the larger value.
+    module_metadata: the other top-level metadata keys (amdhsa.target, amdhsa.version, ...).
+    target: the `.amdgcn_target` string (xnack/sramecc end up in the ELF e_flags).
+    code_end: the 32-bit words .text holds after the function's end (the toolchain's padding).
+    """
+
+    descriptor: dict = field(default_factory=dict)
+    metadata: dict | None = None
+    module_metadata: dict | None = None
+    target: str | None = None
+    code_end: tuple = ()
+    kd: bytes | None = None
 
 
 @dataclass
@@ -96,6 +124,7 @@ class Kernel:
         self.labels: dict[str, LabelDef] = {}
         self.regions: list[Region] = []
         self._region_stack: list[Region] = []
+        self.foreign: Foreign | None = None
         self.loc = user_location()
 
     # ---- initial state --------------------------------------------------------------------
@@ -179,6 +208,52 @@ class Kernel:
     def instr(self, mnemonic: str, *operands, **modifiers) -> Instruction:
         """The same as k.<mnemonic>(...), for names computed at build time."""
         return self.emit(builders.make(mnemonic, *operands, **modifiers))
+
+    def raw(self, words, text: str | None = None) -> Instruction:
+        """An instruction given by its exact encoding, written as `.long` words.
+
+        `words` is bytes or 32-bit ints (little-endian words, as llvm-objdump prints them);
+        `text` is its disassembly, which tells the checker, the reports and the emulator what it
+        does (without it, or when it does not parse, the words are opaque data)."""
+        from .isa.syntax import parse_instruction
+        if isinstance(words, int):
+            words = [words]
+        if isinstance(words, (bytes, bytearray)):
+            data = bytes(words)
+        else:
+            try:
+                data = b"".join(int(w).to_bytes(4, "little") for w in words)
+            except (TypeError, ValueError, OverflowError):
+                raise KernelError(f"raw words must be bytes or 32-bit unsigned ints, not {words!r}") from None
+        if not data or len(data) % 4:
+            raise KernelError(f"a raw instruction is a whole number of 32-bit words, not {len(data)} bytes")
+        inst = None
+        if text:
+            try:
+                inst = parse_instruction(text, user_location())
+            except FlyasmError:
+                inst = None
+        if inst is None:
+            inst = Instruction(".long", (), {}, user_location(), comment=text)
+        inst.raw = data
+        return self.emit(inst)
+
+    def set_foreign(self, *, descriptor: dict | None = None, metadata: dict | None = None,
+                    module_metadata: dict | None = None, target: str | None = None, code_end=(),
+                    kd: bytes | None = None) -> Foreign:
+        """Reproduce a foreign kernel's descriptor and metadata exactly (see `Foreign`)."""
+        from .codeobj.descriptor import DIRECTIVES
+        known = set(DIRECTIVES.values()) | {"group_segment_fixed_size", "private_segment_fixed_size",
+                                             "kernarg_size", "next_free_vgpr", "next_free_sgpr",
+                                             "accum_offset", "reserve_vcc"}
+        bad = sorted(set(descriptor or {}) - known)
+        if bad:
+            raise KernelError(f"foreign descriptor keys {', '.join(bad)} are not .amdhsa_ directives flyasm knows")
+        if kd is not None and len(kd) != 64:
+            raise KernelError(f"a kernel descriptor is 64 bytes, not {len(kd)}")
+        self.foreign = Foreign(dict(descriptor or {}), metadata, module_metadata, target,
+                               tuple(int(w) & 0xFFFFFFFF for w in code_end), kd)
+        return self.foreign
 
     def label(self, name: str) -> Label:
         """Place a label before the next instruction."""

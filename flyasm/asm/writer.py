@@ -36,7 +36,7 @@ def render(k) -> tuple[str, dict[int, int]]:
     for inst in k.stream:
         if inst.loc is not None and inst.loc.file not in files:
             files[inst.loc.file] = len(files) + 1
-    emit(f'\t.amdgcn_target "{TARGET}"')
+    emit(f'\t.amdgcn_target "{k.foreign.target if k.foreign and k.foreign.target else TARGET}"')
     emit("\t.text")
     for f, n in files.items():
         emit(f'\t.file {n} "{f}"')
@@ -69,22 +69,68 @@ def render(k) -> tuple[str, dict[int, int]]:
         emit(f"{name}:")
     emit(f".Lfunc_end_{k.name}:")
     emit(f"\t.size {k.name}, .Lfunc_end_{k.name}-{k.name}")
+    if k.foreign is not None and k.foreign.code_end:
+        words = k.foreign.code_end
+        for i in range(0, len(words), 8):
+            emit("\t.long " + ", ".join(f"0x{w:08x}" for w in words[i:i + 8]))
     emit("")
     emit("\t.rodata")
     emit("\t.p2align 6")
-    emit(f"\t.amdhsa_kernel {k.name}")
-    for key in ("group_segment_fixed_size", "private_segment_fixed_size", "kernarg_size", "user_sgpr_count",
-                "user_sgpr_kernarg_segment_ptr", "system_sgpr_workgroup_id_x", "system_sgpr_workgroup_id_y",
-                "system_sgpr_workgroup_id_z", "system_vgpr_workitem_id", "next_free_vgpr", "next_free_sgpr",
-                "accum_offset", "reserve_vcc", "float_denorm_mode_32", "float_denorm_mode_16_64",
-                "ieee_mode", "dx10_clamp"):
-        emit(f"\t\t.amdhsa_{key} {d[key]}")
-    emit("\t.end_amdhsa_kernel")
+    f = k.foreign
+    if f is not None and f.kd is not None:
+        from ..codeobj.descriptor import KernelDescriptor
+        out.extend(KernelDescriptor.decode(f.kd).raw_text(f"{k.name}.kd", k.name).splitlines())
+    else:
+        emit(f"\t.amdhsa_kernel {k.name}")
+        for key, val in descriptor_directives(k, d).items():
+            emit(f"\t\t.amdhsa_{key} {val}")
+        emit("\t.end_amdhsa_kernel")
     emit("")
     emit("\t.amdgpu_metadata")
-    out.extend(metadata_yaml(k, d).splitlines())
+    out.extend((foreign_metadata_yaml(k, d) if f is not None else metadata_yaml(k, d)).splitlines())
     emit("\t.end_amdgpu_metadata")
     return "\n".join(out) + "\n", line_of
+
+
+_OWN_DIRECTIVES = ("group_segment_fixed_size", "private_segment_fixed_size", "kernarg_size", "user_sgpr_count",
+                   "user_sgpr_kernarg_segment_ptr", "system_sgpr_workgroup_id_x", "system_sgpr_workgroup_id_y",
+                   "system_sgpr_workgroup_id_z", "system_vgpr_workitem_id", "next_free_vgpr", "next_free_sgpr",
+                   "accum_offset", "reserve_vcc", "float_denorm_mode_32", "float_denorm_mode_16_64",
+                   "ieee_mode", "dx10_clamp")
+
+
+def descriptor_directives(k, d: dict) -> dict:
+    """`.amdhsa_<key>` -> value, in writing order. A foreign kernel's values replace the computed
+    ones; register counts take the larger of both (see kernel.Foreign)."""
+    out = {key: d[key] for key in _OWN_DIRECTIVES}
+    if k.foreign is None:
+        return out
+    fd = k.foreign.descriptor
+    if "next_free_sgpr" in fd:
+        # The foreign count already includes VCC when the original reserved it: fold ours in.
+        out["next_free_sgpr"] = max(fd["next_free_sgpr"], d["next_free_sgpr"] + 2 * d["reserve_vcc"])
+        out["reserve_vcc"] = fd.get("reserve_vcc", 0)
+    for key in ("next_free_vgpr", "accum_offset"):
+        if key in fd:
+            out[key] = max(fd[key], d[key])
+    for key, val in fd.items():
+        if key not in ("next_free_sgpr", "next_free_vgpr", "accum_offset", "reserve_vcc"):
+            out[key] = val
+    return out
+
+
+def foreign_metadata_yaml(k, d: dict) -> str:
+    """The foreign kernel's metadata, verbatim, with register counts no lower than ours."""
+    from ..codeobj.metadata import to_yaml
+    f = k.foreign
+    entry = dict(f.metadata or {})
+    sgprs = d["next_free_sgpr"] + (2 if d["reserve_vcc"] else 0)
+    for key, ours in ((".vgpr_count", d["arch_vgprs"]), (".agpr_count", d["agprs"]), (".sgpr_count", sgprs)):
+        if key in entry and isinstance(entry[key], int):
+            entry[key] = max(entry[key], ours)
+    doc = dict(f.module_metadata or {"amdhsa.target": f.target or TARGET, "amdhsa.version": [1, 2]})
+    doc = {"amdhsa.kernels": [entry], **{key: v for key, v in doc.items() if key != "amdhsa.kernels"}}
+    return to_yaml(doc)
 
 
 def metadata_yaml(k, d: dict) -> str:
