@@ -392,7 +392,7 @@ class _Builder:
             k.s_waitcnt(lgkmcnt=issued - 2 * f - 2)
             db, kk = frags[f]
             acc = O[16 * db:16 * db + 15]
-            self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], p_regs[4 * kk:4 * kk + 3], acc)
+            self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], p_regs[8 * kk:8 * kk + 3], acc)   # P_kk packed in place
             if f + ahead < 16:
                 read(f + ahead)
         if self.setprio:
@@ -457,7 +457,7 @@ class _Builder:
         """S[key] = -inf where key >= seqlen_k or (causal) key > q: one compare per accumulator
         against t = min(seqlen_k - kbase, q + 1 - kbase) - 4*(lane//32) (fa_layouts.mask_const)."""
         k = self.k
-        skip = f"skip_mask_{p}"
+        skip = f".Lskip_mask_{p}"
         k.s_add_u32(ST0, KBASE, 64)
         k.s_cmp_le_u32(ST0, MASK_LIMIT)
         k.s_cbranch_scc1(k.L(skip))
@@ -507,7 +507,7 @@ class _Builder:
             with k.region("qk_softmax", expect={"mfma": 16, "ds_read": 16, "lds_dma": 6, "exp": exp_n,
                                                  "valu": (150, 175)}):
                 self.qk_cluster(nxt, 1 - p, softmax=self.softmax(cur), dma=self.dma_gen(p, 1 - p))
-            skip = f"skip_rescale_{p}"
+            skip = f".Lskip_rescale_{p}"
             k.s_cmp_lg_u64(LAZY, 0)
             k.s_cbranch_scc0(k.L(skip))
             with k.region("rescale_o", expect={"valu": 64}):
@@ -544,7 +544,7 @@ class _Builder:
                         k.v_permlane32_swap_b32(O[base + 1], O[base + 3])
                         k.buffer_store_dwordx4(O[base:base + 3], O_VOFF, RS_O, 0, offen=True, offset=L.o_imm(db, c))
             k.s_cmp_eq_u32(ARG_SGPR["has_lse"], 0)
-            k.s_cbranch_scc1(k.L("done"))
+            k.s_cbranch_scc1(k.L(".Ldone"))
             with k.region("store_lse", expect={"vmem_store": 1}):
                 k.v_log_f32(T0, L_RUN)
                 k.s_nop(0)
@@ -552,19 +552,19 @@ class _Builder:
                 k.v_mul_f32(T0, LN2, T0)                                 # natural-log LSE of scale*S
                 k.s_mov_b32(exec_hi, 0)                                 # lanes 0..31 hold each query once
                 k.buffer_store_dword(T0, LSE_VOFF, RS_LSE, 0, offen=True)
-            k.label("done")
+            k.label(".Ldone")
             k.s_endpgm()
 
     def build(self):
         k = self.k
         self.prologue()
         k.s_mov_b32(STEP, 0)
-        k.label("loop")
+        k.label(".Lloop")
         self.body(0)
-        k.s_cbranch_scc0(k.L("tail"))
+        k.s_cbranch_scc0(k.L(".Ltail"))
         self.body(1)
-        k.s_cbranch_scc1(k.L("loop"))
-        k.label("tail")
+        k.s_cbranch_scc1(k.L(".Lloop"))
+        k.label(".Ltail")
         self.epilogue()
         return k
 

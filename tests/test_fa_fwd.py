@@ -1,0 +1,81 @@
+"""kernels/fa_fwd.py: every variant builds; the kernel runs in the CPU emulator against torch.
+
+Tolerances from the arithmetic (bf16: 8-bit mantissa, unit roundoff u = 2^-9 = 0.00195):
+  * Q·scale·log2e is rounded to bf16 once (|δ| ≤ u per element): with D = 128 random-normal
+    inputs the exponent S·scale·log2e moves by ~1e-3 (std), i.e. P by ~0.1 % relative;
+  * P is rounded to bf16 before P·V (u relative per element; errors average over the keys);
+  * O is rounded to bf16 at the end (u relative, |O| < 1 here -> ≤ 0.002 absolute);
+  * the emulator's v_exp_f32 / v_rcp_f32 / MFMA fp32 accumulation add ~1e-6.
+The sum is below 1e-2 absolute; we assert atol = rtol = 1e-2 for bf16 (the same bound the numpy
+fragment model meets) and 4x tighter for f16 (3 more mantissa bits).
+LSE has no output rounding but carries the Q-scaling error of the dominant scores in full: per
+score σ ≈ u/√3 · scale·log2e · √(Σ_d (q_d k_d)²) ≈ 1.6e-3 (log2 units) = 1.1e-3 (ln units); the max
+over ~10^3 rows is ≈ 3.5σ ≈ 4e-3, so LSE gets atol 1e-2 (≈ 9σ) for bf16, 2.5e-3 for f16.
+A wrong layout, mask or rescale gives O(0.1..1) errors.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
+import fa_fwd  # noqa: E402
+
+TOL = {torch.bfloat16: 1e-2, torch.float16: 2.5e-3}
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("aiter_args", [False, True])
+def test_variants_build(tmp_path, dtype, causal, aiter_args):
+    k = fa_fwd.build(dtype=dtype, causal=causal, num_heads=8, num_kv_heads=2, aiter_args=aiter_args)
+    res = k.build(tmp_path, check=False)
+    assert res.co_path.exists()
+    d = k.descriptor()
+    assert d["arch_vgprs"] == 256 and d["group_segment_fixed_size"] >= fa_fwd.L.LDS_BYTES
+    if aiter_args:
+        off = {a.name: a.offset for a in k.args}
+        assert (off["o"], off["q"], off["lse"], off["scale"], off["seqlen_q"], off["gqa"], off["k_ss"],
+                off["has_lse"], off["seqlen_k"], off["v_ss"], off["o_ss"], off["o_bs"]) == \
+            (0, 16, 64, 80, 96, 176, 192, 256, 272, 336, 384, 416)
+        assert k.kernarg_size == 432
+
+
+def _inputs(b, hq, hkv, sq, sk, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda *s: torch.randn(*s, generator=g).to(dtype)  # noqa: E731
+    return mk(b, hq, sq, 128), mk(b, hkv, sk, 128), mk(b, hkv, sk, 128)
+
+
+def _check(q, k, v, causal, scale=None):
+    out, lse = fa_fwd.run(q, k, v, causal=causal, scale=scale)
+    ref, ref_lse = fa_fwd.reference(q, k, v, causal=causal, scale=scale)
+    tol = TOL[q.dtype]
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+    err = (out.float() - ref).abs().max().item()
+    torch.testing.assert_close(out.float(), ref, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse, ref_lse, atol=tol, rtol=0)
+    return err
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gqa_ragged_bf16(causal):
+    # 8 query heads over 2 KV heads, seq 320 = one full 256-row tile + 64 rows; keys 200 (not x64)
+    q, k, v = _inputs(1, 8, 2, 320, 200 if not causal else 320, torch.bfloat16, seed=11)
+    _check(q, k, v, causal)
+
+
+def test_batch2_f16_scale():
+    q, k, v = _inputs(2, 2, 1, 256, 130, torch.float16, seed=12)
+    _check(q, k, v, False, scale=0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("causal", [False, True])
+def test_bigger_bf16(causal):
+    q, k, v = _inputs(2, 4, 4, 700, 700, torch.bfloat16, seed=13)
+    _check(q, k, v, causal)
