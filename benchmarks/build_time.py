@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from flyasm import Kernel, a, s, v  # noqa: E402
 from flyasm.asm.toolchain import find_toolchain  # noqa: E402
 from flyasm.asm.writer import render  # noqa: E402
-from flyasm.check import check_kernel_stream  # noqa: E402
+from flyasm.check import check_kernel  # noqa: E402
 from flyasm.dispatch import load_grid, load_module  # noqa: E402
 
 
@@ -90,7 +90,7 @@ def measure(label: str, make, repeat: int, tc, td: Path) -> dict:
         t1 = time.perf_counter()
         text, _ = render(k)
         t2 = time.perf_counter()
-        check_kernel_stream(k)
+        findings = len(check_kernel(k))      # timed whether or not the kernel is clean yet
         t3 = time.perf_counter()
         t["emit"].append(t1 - t0)
         t["render"].append(t2 - t1)
@@ -104,17 +104,17 @@ def measure(label: str, make, repeat: int, tc, td: Path) -> dict:
     med = {key: statistics.median(vals) for key, vals in t.items()}
     py = med["emit"] + med["render"] + med["check"]
     llvm = med["llvm_mc"] + med["ld_lld"]
-    return {"variant": label, "kernel": k.name, "instructions": len(k.stream), "repeat": repeat,
+    return {"variant": label, "kernel": k.name, "instructions": len(k.stream), "findings": findings, "repeat": repeat,
             **{f"{key}_s": val for key, val in med.items()},
             "flyasm_python_s": py, "llvm_s": llvm, "ratio_python_over_llvm": py / llvm}
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'variant':<40} {'insts':>6} {'emit ms':>8} {'text ms':>8} {'check ms':>9} {'python ms':>10} "
+    head = (f"{'variant':<40} {'insts':>6} {'finds':>5} {'emit ms':>8} {'text ms':>8} {'check ms':>9} {'python ms':>10} "
             f"{'mc ms':>7} {'lld ms':>7} {'llvm ms':>8} {'py/llvm':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['variant'][:40]:<40} {r['instructions']:>6} {1e3 * r['emit_s']:>8.1f} "
+        lines.append(f"{r['variant'][:40]:<40} {r['instructions']:>6} {r['findings']:>5} {1e3 * r['emit_s']:>8.1f} "
                      f"{1e3 * r['render_s']:>8.1f} {1e3 * r['check_s']:>9.1f} {1e3 * r['flyasm_python_s']:>10.1f} "
                      f"{1e3 * r['llvm_mc_s']:>7.1f} {1e3 * r['ld_lld_s']:>7.1f} {1e3 * r['llvm_s']:>8.1f} "
                      f"{r['ratio_python_over_llvm']:>8.2f}")

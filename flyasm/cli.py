@@ -240,14 +240,15 @@ def check(src, kernel, mode, as_json):
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: CPU count).")
 @click.option("--manifest", default=None, help="Manifest file name (default: KERNEL stem + .csv).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--no-check", is_flag=True, help="Skip the static checker (kernels still in development).")
 @handles_errors
-def build_set(kernel, out_dir, jobs, manifest, no_progress):
+def build_set(kernel, out_dir, jobs, manifest, no_progress, no_check):
     """Build every variant of a grid (VARIANTS, or GRID) into DIR: one .co per variant and an
     aiter-style CSV manifest (knl_name,co_name,dtype,hdim_q,hdim_v,mask,mode,ts_qo,ts_kv,...)."""
     from .dispatch import build_set as _build_set
     if jobs is not None and jobs < 1:
         raise FlyasmError(f"-j takes a positive number of workers, not {jobs}", find_loc=False)
-    res = _build_set(kernel, out_dir, jobs=jobs, manifest=manifest, progress=not no_progress)
+    res = _build_set(kernel, out_dir, jobs=jobs, manifest=manifest, progress=not no_progress, check=not no_check)
     emit = sum(b.emit_s for b in res.builds)
     asm = sum(b.asm_s for b in res.builds)
     click.echo(f"{len(res.builds)} kernels in {res.out_dir} ({res.wall_s:.2f} s wall; builders {emit:.2f} s, "

@@ -37,7 +37,8 @@ from .errors import FlyasmError
 AITER_COLUMNS = ("dtype", "hdim_q", "hdim_v", "mask", "mode", "bf16_cvt", "ts_qo", "ts_kv")
 NAME_COLUMNS = ("knl_name", "co_name")
 TAIL_COLUMNS = ("block", "params")
-MASK_NONE, MASK_CAUSAL = 0, 2          # aiter's mask codes (bottom-right causal is 2)
+# aiter's mask codes (mask_enum): 0 none, 1 causal top-left (torch's is_causal), 2 causal bottom-right
+MASK_NONE, MASK_TOP_LEFT, MASK_BOTTOM_RIGHT = 0, 1, 2
 
 
 class DispatchError(FlyasmError):
@@ -103,11 +104,11 @@ def _cell(v) -> str:
 
 def default_row(params: dict) -> dict:
     """Columns from the build parameters when the kernel file has no manifest_row():
-    `causal` becomes aiter's `mask` code, everything else keeps its name."""
+    `causal` becomes aiter's `mask` code (top-left, as torch), everything else keeps its name."""
     row = {}
     for k, v in params.items():
         if k == "causal" and "mask" not in params:
-            row["mask"] = MASK_CAUSAL if v else MASK_NONE
+            row["mask"] = MASK_TOP_LEFT if v else MASK_NONE
         else:
             row[k] = v
     return row
@@ -158,8 +159,9 @@ class VariantBuild:
     asm_s: float             # render + static check + llvm-mc + ld.lld (k.build)
 
 
-def build_variant(path: str, index: int, params: dict) -> VariantBuild:
-    """Build one variant (runs in a worker process; also usable inline)."""
+def build_variant(path: str, index: int, params: dict, check: bool = True) -> VariantBuild:
+    """Build one variant (runs in a worker process; also usable inline). check=False skips the static
+    checker (for kernels still in development; the set is then unchecked)."""
     from .kernel import Kernel
     mod = load_module(path)
     t0 = time.perf_counter()
@@ -171,7 +173,7 @@ def build_variant(path: str, index: int, params: dict) -> VariantBuild:
     if not isinstance(k, Kernel):
         raise DispatchError(f"{Path(path).name}: build({_fmt_params(params)}) returned {type(k).__name__}, not a Kernel")
     try:
-        res = k.build()
+        res = k.build(check=check)
     except FlyasmError as e:
         raise DispatchError(f"{Path(path).name}: variant {_fmt_params(params)}: {e}") from None
     t2 = time.perf_counter()
@@ -199,7 +201,7 @@ class SetResult:
 
 
 def build_set(spec: str, out_dir, *, jobs: int | None = None, manifest: str | None = None,
-              progress: bool = True) -> SetResult:
+              progress: bool = True, check: bool = True) -> SetResult:
     """Build every variant of `FILE.py[:GRID]` into out_dir and write the CSV manifest."""
     from .asm.driver import atomic_write
     t0 = time.perf_counter()
@@ -212,13 +214,13 @@ def build_set(spec: str, out_dir, *, jobs: int | None = None, manifest: str | No
     if jobs == 1:
         from tqdm import tqdm
         for i, p in enumerate(tqdm(variants, desc=desc, unit="kernel", disable=not progress or None)):
-            builds[i] = build_variant(str(path), i, p)
+            builds[i] = build_variant(str(path), i, p, check)
     else:
         from concurrent.futures import as_completed
 
         from tqdm import tqdm
         with _pool(jobs) as ex:
-            futs = [ex.submit(build_variant, str(path), i, p) for i, p in enumerate(variants)]
+            futs = [ex.submit(build_variant, str(path), i, p, check) for i, p in enumerate(variants)]
             bar = tqdm(total=len(futs), desc=desc, unit="kernel", disable=not progress or None)
             try:
                 for f in as_completed(futs):
@@ -312,7 +314,7 @@ class Dispatcher:
         q = {}
         for k, v in query.items():
             if k == "causal" and "causal" not in self.columns and "mask" in self.columns:
-                k, v = "mask", MASK_CAUSAL if v else MASK_NONE
+                k, v = "mask", MASK_TOP_LEFT if v else MASK_NONE
             if k not in self.columns:
                 raise DispatchError(f"manifest {self.path.name} has no column '{k}' "
                                     f"(columns: {', '.join(self.columns)})")

@@ -64,7 +64,7 @@ def build(dtype="bf16", causal=False):
 def manifest_row(dtype, causal):
     name = f"fake_fwd_hd128_{dtype}" + ("_causal" if causal else "")
     return dict(knl_name=name, co_name=name.replace("fake_", "") + ".co", dtype=dtype, hdim_q=128,
-                hdim_v=128, mask=2 if causal else 0, mode=0, ts_qo=256, ts_kv=64, gqa="any")
+                hdim_v=128, mask=1 if causal else 0, mode=0, ts_qo=256, ts_kv=64, gqa="any")
 '''
 
 
@@ -163,7 +163,7 @@ def test_aiter_columns_causal_alias_and_wildcards(tmp_path):
     res = build_set(str(p), tmp_path / "out", jobs=2, progress=False)
     text = res.manifest.read_text()
     assert text.splitlines()[0] == ("knl_name,co_name,dtype,hdim_q,hdim_v,mask,mode,ts_qo,ts_kv,gqa,block,params")
-    assert text.splitlines()[2].startswith("fake_fwd_hd128_bf16_causal,fwd_hd128_bf16_causal.co,bf16,128,128,2,0,256,64,")
+    assert text.splitlines()[2].startswith("fake_fwd_hd128_bf16_causal,fwd_hd128_bf16_causal.co,bf16,128,128,1,0,256,64,")
     assert list(AITER_COLUMNS[:3]) == ["dtype", "hdim_q", "hdim_v"]
     d = Dispatcher(res.manifest)
     assert d.select(dtype="f16", causal=True, hdim_q=128).knl_name == "fake_fwd_hd128_f16_causal"
