@@ -183,7 +183,8 @@ class _Builder:
         k = self.k
         k.s_mov_b32(m0, self.m0_index(tensor, buf, i))
         k.v_add_u32(DMA_TMP, tile_off, (K_DMA if tensor == "k" else V_DMA)[i])   # also covers m0 -> DMA
-        k.buffer_load_dwordx4(DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True, lds=True)
+        k.buffer_load_dwordx4(DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True,
+                              lds=True).lds_buffer = f"{tensor}{buf}"
 
     # ---- prologue -----------------------------------------------------------------------------
     def prologue(self):
@@ -349,7 +350,7 @@ class _Builder:
 
         def read(f):
             kb, kk = reads[f]
-            k.ds_read_b128(KV[4 * f:4 * f + 3], K_ADDR[kbuf], offset=L.k_read_imm(kb, kk))
+            k.ds_read_b128(KV[4 * f:4 * f + 3], K_ADDR[kbuf], offset=L.k_read_imm(kb, kk)).lds_buffer = f"k{kbuf}"
         for f in range(8):
             read(f)
         for f in range(16):
@@ -383,7 +384,8 @@ class _Builder:
         def read(f):
             db, kk = frags[f]
             for t in range(2):
-                k.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], V_ADDR[vbuf], offset=L.v_read_imm(db, kk, t))
+                k.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], V_ADDR[vbuf],
+                                     offset=L.v_read_imm(db, kk, t)).lds_buffer = f"v{vbuf}"
         ahead = 7
         for f in range(ahead):
             read(f)
@@ -451,7 +453,8 @@ class _Builder:
                 k = self.k
                 k.s_mov_b32(m0, self.m0_index(tensor, buf, i)); yield
                 k.v_add_u32(DMA_TMP, off, (K_DMA if tensor == "k" else V_DMA)[i]); yield
-                k.buffer_load_dwordx4(DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True, lds=True); yield
+                k.buffer_load_dwordx4(DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True,
+                                      lds=True).lds_buffer = f"{tensor}{buf}"; yield
 
     def mask(self, X, p):
         """S[key] = -inf where key >= seqlen_k or (causal) key > q: one compare per accumulator

@@ -15,6 +15,12 @@ Model (notes §3.4, CDNA4 ISA 4.4):
   2-wait-state row 27 hazard covers wide VMEM stores, see hazards.py); DS and SMEM stores likewise.
 * `s_barrier` does not wait (gfx950 `hasAutoWaitcntBeforeBarrier` not assumed): an LDS write or
   LDS-DMA still outstanding at a barrier is a finding when LDS is read after the barrier.
+* LDS buffers (optional author annotation): an LDS-DMA or DS read whose Instruction carries
+  `lds_buffer = "name"` is taken to touch only that buffer (double-buffered pipelines: DMA into
+  one buffer while reading the other). A tagged read waits only for DMAs of its buffer (and
+  untagged ones); an untagged read waits for every DMA. A tagged DMA outstanding at a barrier is a
+  finding only if its buffer (or LDS untagged) is read after the barrier before the next barrier.
+  The tags are the author's claim; the emulator checks the actual bytes in flight.
 
 The state at each block entry is the set of outstanding ops with, per op and counter, the fewest
 same-class ops issued after it along any path (merge = union, keep the minimum); a fixed point
@@ -51,7 +57,8 @@ def mem_op(i: Instruction, idx: int) -> Op | None:
     writes = frozenset(r for r in i.writes if r[0] in ("v", "a", "s"))
     dma = is_lds_dma(i)
     if dma:
-        writes = writes | {LDS}
+        tag = lds_buffer(i)
+        writes = writes | {LDS if tag is None else ("lds", tag)}
     if i.unit == "FLAT" or ctr == "vm+lgkm":
         return Op(idx, ("vm", "lgkm"), False, "flat", writes, False)
     if ctr == "vm":
@@ -68,6 +75,19 @@ def mem_op(i: Instruction, idx: int) -> Op | None:
 
 def reads_lds(i: Instruction) -> bool:
     return i.unit == "DS" and i.info.get("mem") in ("load", "atomic")
+
+
+def lds_buffer(i) -> str | None:
+    """The author's LDS-buffer annotation of a DS read or LDS-DMA (None: anywhere in LDS)."""
+    return getattr(i, "lds_buffer", None)
+
+
+def _lds_read_set(ins, writes) -> set:
+    """LDS pseudo-registers a DS read consumes: its buffer and untagged DMAs, or every buffer."""
+    tag = lds_buffer(ins)
+    if tag is None:
+        return {r for r in writes if r[0] == "lds"}
+    return {LDS, ("lds", tag)}
 
 
 # state: frozenset of (Op, counter, after) -- `after` = ordered same-class ops issued later
@@ -130,14 +150,12 @@ class WaitcntAnalysis:
 
     def _consume(self, state: dict, idx: int, ins: Instruction, report) -> None:
         reads = set(ins.reads)
-        if reads_lds(ins):
-            reads.add(LDS)
         op_self = mem_op(ins, idx)
         by_op: dict[Op, dict] = {}
         for (o, ctr), after in state.items():
             by_op.setdefault(o, {})[ctr] = after
         for o, afters in by_op.items():
-            raw = o.writes & reads
+            raw = o.writes & (reads | _lds_read_set(ins, o.writes)) if reads_lds(ins) else o.writes & reads
             waw = o.writes & {r for r in ins.writes if r[0] in ("v", "a", "s")}
             if waw and op_self is not None and op_self.ordered and o.ordered and op_self.cls == o.cls:
                 waw = set()     # same in-order queue: the later write lands last
@@ -181,8 +199,34 @@ def check_waitcnt(items: list) -> list[Finding]:
     lds_readers = {cfg.block_of[i] for i, it in enumerate(items) if not is_label(it) and reads_lds(it)}
     found: dict[tuple, Finding] = {}
 
+    def read_before_next_barrier(idx: int, tags: set) -> bool:
+        """Is LDS of `tags` (or untagged) read after item idx before the next s_barrier on some path?"""
+        b0 = cfg.block_of[idx]
+        insts = cfg.blocks[b0].insts
+        work, seen = [(b0, insts.index(idx) + 1)], set()
+        while work:
+            b, start = work.pop()
+            for i in cfg.blocks[b].insts[start:]:
+                it = items[i]
+                if is_label(it):
+                    continue
+                if it.name == "s_barrier":
+                    break
+                if reads_lds(it) and (lds_buffer(it) is None or lds_buffer(it) in tags):
+                    return True
+            else:
+                for s in cfg.blocks[b].succs:
+                    if s not in seen:
+                        seen.add(s)
+                        work.append((s, 0))
+        return False
+
     def report(idx, ins, o: Op, afters, kind, regs):
         if kind == "barrier":
+            tags = {r[1] for r in o.writes if r[0] == "lds"}
+            if o.lds_write and tags and LDS not in o.writes:         # tagged LDS-DMA only
+                if not read_before_next_barrier(idx, tags):
+                    return
             b = cfg.block_of[idx]
             later = cfg.reachable_from(b) | {b}
             if not (later & lds_readers):
@@ -198,7 +242,7 @@ def check_waitcnt(items: list) -> list[Finding]:
             rule = "lds_write_before_barrier"
             msg = (f"{cons.describe()} is reached while {prod.describe()} may still be writing LDS that is "
                    f"read after the barrier; put {fix} before the barrier")
-        elif LDS in regs:
+        elif any(r[0] == "lds" for r in regs):
             rule = "lds_dma_read"
             msg = (f"{cons.describe()} reads LDS that the DMA {prod.describe()} may still be writing; "
                    f"put {fix} right before it")
