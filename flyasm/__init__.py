@@ -5,3 +5,11 @@ from .kernel import Kernel
 
 __all__ = ["FlyasmError", "Kernel", "v", "a", "s", "m0", "vcc", "exec_", "scc", "off", "sext", "Imm", "Label"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # flyasm.attention imports torch and the kernel set lazily: `import flyasm` stays light
+    if name == "attention":
+        from .dispatch import attention
+        return attention
+    raise AttributeError(f"module 'flyasm' has no attribute {name!r}")

@@ -353,3 +353,87 @@ class Dispatcher:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+
+# ---- flyasm.attention: the one-line entry point -------------------------------------------------
+ATTENTION_SET_ENV = "FLYASM_ATTENTION_SET"
+_REPO = Path(__file__).resolve().parents[1]
+_ATTN_SET = _REPO / "kernels" / "fa_fwd_set.py"
+_DISPATCHERS: dict[str, Dispatcher] = {}
+
+
+def _attention_set_dir() -> Path:
+    """The default attention set: $FLYASM_ATTENTION_SET, else built once (no static check, like
+    fa_fwd.run) into the cache under a hash of the kernel and flyasm sources and the toolchain."""
+    import hashlib
+
+    from .asm.driver import cache_dir
+    from .asm.toolchain import find_toolchain
+    env = os.environ.get(ATTENTION_SET_ENV)
+    if env:
+        return Path(env)
+    if not _ATTN_SET.is_file():
+        raise DispatchError(f"{_ATTN_SET} is missing: build an attention set with `flyasm build-set` and set "
+                            f"${ATTENTION_SET_ENV} or pass kernels=")
+    h = hashlib.sha256(find_toolchain().version.encode())
+    for p in sorted(list(_ATTN_SET.parent.glob("fa_*.py")) + list(Path(__file__).parent.rglob("*.py"))):
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    out = cache_dir() / "sets" / f"fa_fwd-{h.hexdigest()[:16]}"
+    if not (out / "fa_fwd_set.csv").is_file():
+        build_set(f"{_ATTN_SET}:NATURAL", out, jobs=min(2, os.cpu_count() or 1), progress=True, check=False)
+    return out
+
+
+def attention(q, k, v, causal: bool = False, scale: float | None = None, *, backend: str = "emu",
+              kernels=None, return_lse: bool = False):
+    """Attention forward on torch tensors q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (bf16 or f16, as
+    torch's scaled_dot_product_attention; causal is top-left like its is_causal): selects the kernel
+    from an attention set (`kernels`: manifest/dir/Dispatcher, default see _attention_set_dir) and
+    launches it on `backend`. Returns out [B, Hq, Sq, D] (and lse [B, Hq, Sq] float32)."""
+    import math
+
+    import torch
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise DispatchError(f"attention() takes 4-D torch tensors [B, H, S, D]; {name} is "
+                                f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+    dtypes = {torch.bfloat16: "bf16", torch.float16: "f16"}
+    if q.dtype not in dtypes or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise DispatchError(f"attention() takes bf16 or f16 q, k, v of one dtype, not {q.dtype}, {k.dtype}, {v.dtype}")
+    B, Hq, Sq, D = q.shape
+    if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D:
+        raise DispatchError(f"k and v must be [B={B}, Hkv, Sk, D={D}] alike; got {tuple(k.shape)} and {tuple(v.shape)}")
+    Hkv, Sk = k.shape[1], k.shape[2]
+    if Hq % Hkv:
+        raise DispatchError(f"query heads ({Hq}) must be a multiple of key/value heads ({Hkv})")
+    if isinstance(kernels, Dispatcher):
+        d = kernels
+    else:
+        key = str(Path(kernels) if kernels is not None else _attention_set_dir())
+        d = _DISPATCHERS.get(key) or _DISPATCHERS.setdefault(key, Dispatcher(key))
+    query = dict(dtype=dtypes[q.dtype], hdim_q=D, hdim_v=D, causal=bool(causal), gqa=Hq // Hkv)
+    e = d.select(**{c: val for c, val in query.items() if c in d.columns or c == "causal"})
+    ts_qo = int(e.row.get("ts_qo") or 256)
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    out = torch.full_like(q, float("nan"))                   # poisoned: the kernel must write every element
+    lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
+    es = q.element_size()
+    vals = {"o": out, "q": q, "k": k, "v": v, "lse": lse, "scale": scale, "seqlen_q": Sq, "seqlen_k": Sk,
+            "q_ss": q.stride(2) * es, "q_hs": q.stride(1) * es, "q_bs": q.stride(0) * es,
+            "q_ts": ts_qo * q.stride(2) * es, "gqa": Hq // Hkv,
+            "k_ss": k.stride(2) * es, "k_hs": k.stride(1) * es, "k_bs": k.stride(0) * es,
+            "v_ss": v.stride(2) * es, "v_hs": v.stride(1) * es, "v_bs": v.stride(0) * es,
+            "o_ss": out.stride(2) * es, "o_hs": out.stride(1) * es, "o_bs": out.stride(0) * es,
+            "has_lse": 1, "opt": 0, "qk_head_dim": D, "v_head_dim": D, "q_head_num": Hq}
+    from .codeobj.reader import read_code_object
+    co = read_code_object(e.path)
+    md = next((kk.metadata for kk in co.kernels if kk.name == e.knl_name), None)
+    names = [a.get(".name") for a in (md or {}).get(".args", []) if not a[".value_kind"].startswith("hidden_")]
+    unknown = [n for n in names if n not in vals]
+    if not names or unknown:
+        raise DispatchError(f"{e.path.name}: kernel arguments {unknown or names} are not attention arguments flyasm knows")
+    block = e.block or (512,)
+    grid = (-(-Sq // ts_qo) * block[0], Hq, B)
+    e.launch(grid, block, *[vals[n] for n in names], backend=backend)
+    return (out, lse) if return_lse else out

@@ -20,7 +20,10 @@ VARIANTS = [dict(dtype=d, causal=c, num_heads=8, num_kv_heads=8 // g, aiter_args
             for d in ("bf16", "f16") for c in (False, True) for g in GQA]
 # Kernel-argument layout used by flyasm.attention (fa_fwd's natural packing) -- same grid otherwise.
 NATURAL = [dict(p, aiter_args=False) for p in VARIANTS]
-SMALL = [dict(dtype="bf16", causal=False, num_heads=2, num_kv_heads=1, aiter_args=False)]
+# Three natural-argument variants for quick tests (tests/test_dispatch.py).
+SMALL = [dict(dtype="bf16", causal=False, num_heads=2, num_kv_heads=1, aiter_args=False),
+         dict(dtype="bf16", causal=True, num_heads=1, num_kv_heads=1, aiter_args=False),
+         dict(dtype="f16", causal=False, num_heads=1, num_kv_heads=1, aiter_args=False)]
 
 
 def build(**params):

@@ -6,7 +6,9 @@ builds go through the same by-path import the CLI uses; they run in the emulator
 from __future__ import annotations
 
 import csv
+import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -210,3 +212,51 @@ def test_variant_failure_message_is_one_sentence(vop_file, tmp_path):
     with pytest.raises(DispatchError) as ei:
         build_set(f"{vop_file}:BAD", tmp_path / "x", jobs=1, progress=False)
     assert textwrap.dedent(str(ei.value)).count("\n") == 0
+
+
+# ---- flyasm.attention over the real attention set (kernels/fa_fwd_set.py) ------------------------
+REPO = Path(__file__).resolve().parents[1]
+# Tolerances: tests/test_fa_fwd.py derives them (bf16 unit roundoff 2^-9 on Q-scaling, P and O).
+ATOL = {"bf16": 1e-2, "f16": 2.5e-3}
+
+
+@pytest.fixture(scope="module")
+def attn_set(tmp_path_factory):
+    return build_set(f"{REPO / 'kernels' / 'fa_fwd_set.py'}:SMALL", tmp_path_factory.mktemp("fa"), jobs=2,
+                     progress=False, check=False)
+
+
+@pytest.mark.parametrize("dtype,causal,hq,hkv,sq,sk", [("bf16", False, 4, 2, 70, 100),
+                                                       ("bf16", True, 2, 2, 96, 96),
+                                                       ("f16", False, 1, 1, 40, 64)])
+def test_attention_one_line_matches_torch(attn_set, monkeypatch, dtype, causal, hq, hkv, sq, sk):
+    import flyasm
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(REPO / "kernels"))
+    import fa_fwd
+    monkeypatch.setenv("FLYASM_ATTENTION_SET", str(attn_set.out_dir))
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+    q = torch.randn(1, hq, sq, 128).to(tdt)
+    k, v = torch.randn(1, hkv, sk, 128).to(tdt), torch.randn(1, hkv, sk, 128).to(tdt)
+    out, lse = flyasm.attention(q, k, v, causal=causal, return_lse=True)
+    ref, ref_lse = fa_fwd.reference(q, k, v, causal=causal)
+    assert out.dtype == tdt and out.shape == q.shape
+    torch.testing.assert_close(out.float(), ref, atol=ATOL[dtype], rtol=ATOL[dtype])
+    torch.testing.assert_close(lse, ref_lse, atol=ATOL[dtype], rtol=0)
+
+
+def test_attention_errors_name_what_exists(attn_set):
+    import flyasm
+    torch = pytest.importorskip("torch")
+    d = Dispatcher(attn_set.out_dir)
+    q, k = torch.randn(1, 4, 16, 128).bfloat16(), torch.randn(1, 1, 16, 128).bfloat16()
+    with pytest.raises(DispatchError, match=r"no kernel in fa_fwd_set.csv matches dtype=bf16, hdim_q=128, "
+                                            r"hdim_v=128, mask=0, gqa=4; it has: .*gqa=2"):
+        flyasm.attention(q, k, k, kernels=d)
+    q64 = torch.randn(1, 1, 16, 64).half()
+    with pytest.raises(DispatchError, match=r"matches dtype=f16, hdim_q=64"):
+        flyasm.attention(q64, q64, q64, kernels=attn_set.manifest)
+    with pytest.raises(DispatchError, match="bf16 or f16"):
+        flyasm.attention(q.float(), k.float(), k.float(), kernels=d)
+    with pytest.raises(DispatchError, match=r"multiple of key/value heads \(3\)"):
+        flyasm.attention(q, torch.randn(1, 3, 16, 128).bfloat16(), torch.randn(1, 3, 16, 128).bfloat16(), kernels=d)
