@@ -107,8 +107,12 @@ def descriptor_directives(k, d: dict) -> dict:
         return out
     fd = k.foreign.descriptor
     if "next_free_sgpr" in fd:
-        # The foreign count already includes VCC when the original reserved it: fold ours in.
-        out["next_free_sgpr"] = max(fd["next_free_sgpr"], d["next_free_sgpr"] + 2 * d["reserve_vcc"])
+        # llvm-mc allocates 8 * ceil((n + 6) / 8) SGPRs for `.amdhsa_next_free_sgpr n` on gfx950 (6 for
+        # flat scratch, see codeobj/descriptor.py). The foreign value stands while our use (VCC
+        # included) fits in what it allocates; beyond that our count takes over.
+        alloc = 8 * -(-(fd["next_free_sgpr"] + 6) // 8)
+        need = d["next_free_sgpr"] + 2 * d["reserve_vcc"]
+        out["next_free_sgpr"] = fd["next_free_sgpr"] if need <= alloc else need
         out["reserve_vcc"] = fd.get("reserve_vcc", 0)
     for key in ("next_free_vgpr", "accum_offset"):
         if key in fd:

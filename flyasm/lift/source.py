@@ -1,0 +1,137 @@
+"""What a lift starts from: one kernel of a code object (or of a `.s`, assembled first), as IR.
+
+The instructions come from llvm-objdump (codeobj.disasm) with every encoding checked by llvm-mc:
+those whose text does not give back their bytes keep `raw`. The words after the function's end
+(the toolchain's padding) become `code_end`. Labels are named after their role (`loop_0x1c`,
+`bb_0x40`), or keep the names a `.s` gave them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..asm.parser import parse_asm
+from ..codeobj.descriptor import KernelDescriptor
+from ..codeobj.disasm import disassemble, verify_encodings
+from ..codeobj.reader import CodeObject, read_code_object
+from ..errors import FlyasmError
+from ..isa.instruction import Instruction
+from ..isa.operands import Label
+
+
+class LiftError(FlyasmError):
+    """A code object or .s that flyasm lift cannot turn into a builder."""
+
+    def __init__(self, message: str):
+        super().__init__(message, find_loc=False)
+
+
+@dataclass
+class LiftSource:
+    name: str
+    stream: list[Instruction]
+    labels: dict[str, int]
+    kd: KernelDescriptor
+    metadata: dict | None                 # this kernel's amdhsa.kernels entry
+    module_metadata: dict | None          # the rest of the metadata document
+    target: str
+    code_object: int
+    code_end: list[int] = field(default_factory=list)
+    origin: str = ""
+    co: CodeObject | None = None
+
+
+def _words(b: bytes) -> list[int]:
+    return [int.from_bytes(b[i:i + 4], "little") for i in range(0, len(b), 4)]
+
+
+def from_code_object(src, names_from=None) -> LiftSource:
+    """The single kernel of a code object. `names_from` (an AsmKernel) supplies label names and
+    region paths when it has the same instruction count (a `.s` that was assembled into `src`)."""
+    co = src if isinstance(src, CodeObject) else read_code_object(src)
+    where = co.path or "the code object"
+    if len(co.kernels) != 1 or len(co.functions) != 1:
+        raise LiftError(f"flyasm lift reproduces code objects with one kernel and no other functions; {where} has "
+                        f"{len(co.kernels)} kernel(s) and functions {', '.join(f.name for f in co.functions) or 'none'}")
+    if co.code_object_version not in (5, 6):
+        raise LiftError(f"{where} is code object v{co.code_object_version}; flyasm builds v5 and v6")
+    kc = co.kernels[0]
+    mod = disassemble(co)
+    verify_encodings(mod)
+    ak = mod.kernel(kc.name)
+    if ak.addr != 0:
+        raise LiftError(f"{where}: .text holds {ak.addr} bytes before kernel {kc.name}, which a builder cannot place")
+    end = ak.addr + ak.size
+    n = sum(1 for i in ak.instructions if i.pc is not None and i.pc < end)
+    body, tail = ak.instructions[:n], ak.instructions[n:]
+    pos = sum(len(e or b"") for e in ak.encodings[:n])
+    if pos != ak.size:
+        raise LiftError(f"{where}: the kernel's symbol ends inside an instruction (at byte {ak.size})")
+    code_end = _words(b"".join(e or b"" for e in ak.encodings[n:]))
+    labels = {lab: idx for lab, idx in ak.labels.items()}
+    if any(idx > n for idx in labels.values()):
+        raise LiftError(f"{where}: a branch jumps past the end of kernel {kc.name}")
+    for inst in body:
+        inst.loc = None
+    _name_labels(body, labels, names_from)
+    meta = co.metadata or {}
+    module_meta = {k: v for k, v in meta.items() if k != "amdhsa.kernels"} if co.metadata is not None else None
+    del tail
+    return LiftSource(kc.name, body, labels, kc.descriptor, kc.metadata, module_meta, co.target,
+                      co.code_object_version, code_end, origin=co.path or "", co=co)
+
+
+def _name_labels(body: list[Instruction], labels: dict[str, int], names_from) -> None:
+    """Rename objdump's `.L_pc_0x…` labels: to the `.s` names when known, else by role."""
+    given: dict[int, str] = {}
+    if names_from is not None and len(names_from.instructions) == len(body):
+        for lab, idx in sorted(names_from.labels.items(), key=lambda kv: kv[1]):
+            given.setdefault(idx, lab)
+        for inst, src in zip(body, names_from.instructions):
+            inst.region = tuple(src.region)
+    backward = set()
+    for i, inst in enumerate(body):
+        for op in inst.operands:
+            if isinstance(op, Label) and op.name in labels and labels[op.name] <= i:
+                backward.add(op.name)
+    rename = {}
+    for lab, idx in labels.items():
+        if idx in given:
+            rename[lab] = given[idx]
+        elif lab.startswith(".L_pc_0x"):
+            rename[lab] = ("loop_" if lab in backward else "bb_") + lab[len(".L_pc_"):]
+        else:
+            rename[lab] = lab
+    new = {rename[lab]: idx for lab, idx in labels.items()}
+    labels.clear()
+    labels.update(new)
+    for inst in body:
+        if any(isinstance(op, Label) and op.name in rename for op in inst.operands):
+            inst.operands = tuple(Label(rename[op.name]) if isinstance(op, Label) and op.name in rename else op
+                                  for op in inst.operands)
+
+
+def from_asm_file(path) -> LiftSource:
+    """A `.s` file: assembled with llvm-mc/ld.lld, then lifted from the code object, keeping the
+    `.s` label names and region comments."""
+    from ..asm.driver import assemble
+    text = Path(path).read_text()
+    mod = parse_asm(text, str(path))
+    cov = 5
+    for _, d in mod.directives:
+        if d.startswith(".amdhsa_code_object_version"):
+            cov = int(d.split()[1], 0)
+    data = assemble(text, cov, name=Path(path).name)
+    co = read_code_object(data)
+    co.path = str(path)
+    names = mod.kernel(co.kernels[0].name) if len(co.kernels) == 1 and mod.kernels else None
+    return from_code_object(co, names)
+
+
+def load(path) -> LiftSource:
+    p = Path(path)
+    if not p.is_file():
+        raise LiftError(f"{path} does not exist")
+    if p.suffix.lower() == ".s":
+        return from_asm_file(p)
+    return from_code_object(p)
