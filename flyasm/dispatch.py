@@ -363,8 +363,8 @@ _DISPATCHERS: dict[str, Dispatcher] = {}
 
 
 def _attention_set_dir() -> Path:
-    """The default attention set: $FLYASM_ATTENTION_SET, else built once (no static check, like
-    fa_fwd.run) into the cache under a hash of the kernel and flyasm sources and the toolchain."""
+    """The default attention set: $FLYASM_ATTENTION_SET, else built once (checked) into the cache
+    under a hash of the kernel and flyasm sources and the toolchain."""
     import hashlib
 
     from .asm.driver import cache_dir
@@ -380,7 +380,7 @@ def _attention_set_dir() -> Path:
         h.update(p.name.encode() + b"\0" + p.read_bytes())
     out = cache_dir() / "sets" / f"fa_fwd-{h.hexdigest()[:16]}"
     if not (out / "fa_fwd_set.csv").is_file():
-        build_set(f"{_ATTN_SET}:NATURAL", out, jobs=min(2, os.cpu_count() or 1), progress=True, check=False)
+        build_set(f"{_ATTN_SET}:NATURAL", out, jobs=min(2, os.cpu_count() or 1), progress=True)
     return out
 
 

@@ -1,6 +1,6 @@
 """The shipped attention set: every kernels/fa_fwd.py variant aiter-style dispatch needs.
 
-    flyasm build-set kernels/fa_fwd_set.py -o out/fa --no-check     # .co files + fa_fwd_set.csv
+    flyasm build-set kernels/fa_fwd_set.py -o out/fa    # .co files + fa_fwd_set.csv
 
 Rows follow aiter's fmha_fwd.csv columns: mask 0 = none, 1 = causal top-left (torch's
 is_causal; fa_fwd's diagonal is query i sees keys 0..i), mode 0 = batch, ts_qo/ts_kv = the

@@ -223,7 +223,7 @@ ATOL = {"bf16": 1e-2, "f16": 2.5e-3}
 @pytest.fixture(scope="module")
 def attn_set(tmp_path_factory):
     return build_set(f"{REPO / 'kernels' / 'fa_fwd_set.py'}:SMALL", tmp_path_factory.mktemp("fa"), jobs=2,
-                     progress=False, check=False)
+                     progress=False)
 
 
 @pytest.mark.parametrize("dtype,causal,hq,hkv,sq,sk", [("bf16", False, 4, 2, 70, 100),
