@@ -256,6 +256,32 @@ def build_set(kernel, out_dir, jobs, manifest, no_progress, no_check):
     click.echo(str(res.manifest))
 
 
+@main.command()
+@click.argument("src", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False),
+              help="Output kernel file (default: NAME_kernel.py in the current directory).")
+@click.option("--no-verify", is_flag=True, help="Do not build the lifted file and compare it with SRC.")
+@handles_errors
+def lift(src, out, no_verify):
+    """Lift a gfx950 .co (or .s) into an editable flyasm kernel file whose build() gives back
+    the same .text, kernel descriptor and metadata; big kernels get a NAME_parts/ folder."""
+    import time
+
+    from .lift import lift as _lift
+    t0 = time.perf_counter()
+    stem = Path(out).stem if out else None
+    res = _lift(src, stem=stem)
+    out = out or f"{res.name}_kernel.py"
+    paths = res.write(out)
+    took = time.perf_counter() - t0
+    if not no_verify:
+        from .lift.verify import verify
+        verify(out, res.source.co)
+    click.echo(f"{out}: kernel {res.name}, {res.instructions} instructions ({res.raw} raw), {res.functions} "
+               f"functions in {len(paths)} file(s), {len(res.plan)} named register regions; lifted in {took:.2f} s"
+               + ("" if no_verify else "; build() gives back the same bytes"))
+
+
 # stats, diff, plan live with the reports (flyasm/report/cli.py).
 from .report.cli import register as _register_reports  # noqa: E402
 

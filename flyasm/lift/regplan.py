@@ -92,7 +92,11 @@ def infer(stream: list[Instruction], kernarg_ptr: Reg | None = None) -> list[Pla
             else:
                 merged.append([lo, hi, {role}])
         for lo, hi, roles in merged:
-            out.append(PlanRegion("", Reg(f, lo, hi - lo + 1), roles))
+            reg = Reg(f, lo, hi - lo + 1)
+            if "kernarg_ptr" in roles and reg != kernarg_ptr:
+                roles.discard("kernarg_ptr")      # the pointer's registers were reused for more
+                roles.add("salu64")
+            out.append(PlanRegion("", reg, roles))
     counters: dict[str, int] = {}
     for pr in out:
         best = min(pr.roles, key=lambda r: _RANK[r])

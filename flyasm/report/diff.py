@@ -5,9 +5,14 @@ Register layout comes from the register plans when both kernels have one (Regist
 and RegisterPlan.diff); otherwise from use: every register is owned by the set of regions whose
 instructions read or write it ('-' for instructions outside any region), and the diff lists the
 registers whose owner changed, and per region the registers added and removed.
+
+The instruction stream is compared in order too (difflib on instruction text, branch targets
+written as <label> since their names follow addresses): instructions removed, added, and moved
+(removed at one place and added with the same text at another).
 """
 from __future__ import annotations
 
+import difflib
 import json
 
 from .program import Program, as_program
@@ -122,6 +127,33 @@ def _mix(pa: Program, pb: Program) -> dict:
     return out
 
 
+def _text(inst) -> str:
+    from ..isa.operands import Label
+    if not any(isinstance(o, Label) for o in inst.operands):
+        return inst.text()
+    ops = ", ".join("<label>" if isinstance(o, Label) else str(o) for o in inst.operands)
+    return " ".join(x for x in (inst.mnemonic, ops) if x)
+
+
+def _stream(pa: Program, pb: Program) -> dict:
+    ta, tb = [_text(i) for i in pa.stream], [_text(i) for i in pb.stream]
+    removed, added = [], []
+    if ta != tb:
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ta, tb).get_opcodes():
+            if tag in ("delete", "replace"):
+                removed += [{"a": i, "text": ta[i]} for i in range(i1, i2)]
+            if tag in ("insert", "replace"):
+                added += [{"b": j, "text": tb[j]} for j in range(j1, j2)]
+    moved = []
+    for r in list(removed):
+        m = next((x for x in added if x["text"] == r["text"]), None)
+        if m is not None:
+            removed.remove(r)
+            added.remove(m)
+            moved.append({"a": r["a"], "b": m["b"], "text": r["text"]})
+    return {"removed": removed, "added": added, "moved": moved}
+
+
 def diff(a, b, *, kernel_a: str | None = None, kernel_b: str | None = None) -> dict:
     """Differences from kernel A to kernel B (each a Kernel, Program, CodeObject or .co/.s/.py path)."""
     pa, pb = as_program(a, kernel_a), as_program(b, kernel_b)
@@ -136,13 +168,16 @@ def diff(a, b, *, kernel_a: str | None = None, kernel_b: str | None = None) -> d
         "descriptor_raw": raw,
         "metadata": _dict_diff(pa.metadata, pb.metadata),
         "instructions": [len(pa.stream), len(pb.stream)],
+        "stream": _stream(pa, pb),
     }
 
 
 def is_empty(d: dict) -> bool:
     lay = d["layout"]
     lay_changed = bool(lay.get("regions") or lay.get("owner_changes") or lay.get("changes") or lay.get("text"))
-    return not (lay_changed or d["mix"] or d["descriptor"] or d["descriptor_raw"] or d["metadata"])
+    st = d.get("stream") or {}
+    st_changed = bool(st.get("removed") or st.get("added") or st.get("moved"))
+    return not (lay_changed or st_changed or d["mix"] or d["descriptor"] or d["descriptor_raw"] or d["metadata"])
 
 
 def to_json(d: dict) -> str:
@@ -175,6 +210,13 @@ def format_diff(d: dict) -> str:
         for n, m in d["mix"].items():
             tag = f" (only in {m['only_in'].upper()})" if m["only_in"] else ""
             out.append(f"  {n}{tag}: " + ", ".join(f"{k} {x} -> {y}" for k, (x, y) in m["changes"].items()))
+    st = d.get("stream") or {}
+    if st.get("removed") or st.get("added") or st.get("moved"):
+        out += ["", "instruction stream (#index in A / B):"]
+        rows = [f"  moved #{m['a']} -> #{m['b']}: {m['text']}" for m in st["moved"]]
+        rows += [f"  - #{r['a']}: {r['text']}" for r in st["removed"]]
+        rows += [f"  + #{r['b']}: {r['text']}" for r in st["added"]]
+        out += rows[:40] + ([f"  ... {len(rows) - 40} more"] if len(rows) > 40 else [])
     for title, key in (("descriptor", "descriptor"), ("descriptor fields", "descriptor_raw"), ("metadata", "metadata")):
         if d[key]:
             out += ["", f"{title}:"] + [f"  {k}: {x} -> {y}" for k, (x, y) in d[key].items()]
