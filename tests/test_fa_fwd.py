@@ -1,14 +1,16 @@
 """kernels/fa_fwd.py: every variant builds; the kernel runs in the CPU emulator against torch.
 
 Tolerances from the arithmetic (bf16: 8-bit mantissa, unit roundoff u = 2^-9 = 0.00195):
-  * Q·scale·log2e is rounded to bf16 once (|δ| ≤ u per element): with D = 128 random-normal
-    inputs the exponent S·scale·log2e moves by ~1e-3 (std), i.e. P by ~0.1 % relative;
+  * only with q_prescale=True: Q·scale·log2e is rounded to bf16 once (|δ| ≤ u per element): with
+    D = 128 random-normal inputs the exponent S·scale·log2e moves by ~1e-3 (std), i.e. P by ~0.1 %
+    relative -- but proportionally more for large scores, so the large-score test
+    (test_lazy_rescale_taken_and_skipped) runs the default path (scale applied in v_fma_f32);
   * P is rounded to bf16 before P·V (u relative per element; errors average over the keys);
   * O is rounded to bf16 at the end (u relative, |O| < 1 here -> ≤ 0.002 absolute);
   * the emulator's v_exp_f32 / v_rcp_f32 / MFMA fp32 accumulation add ~1e-6.
 The sum is below 1e-2 absolute; we assert atol = rtol = 1e-2 for bf16 (the same bound the numpy
 fragment model meets) and 4x tighter for f16 (3 more mantissa bits).
-LSE has no output rounding but carries the Q-scaling error of the dominant scores in full: per
+LSE has no output rounding; with q_prescale it carries the Q-scaling error of the dominant scores: per
 score σ ≈ u/√3 · scale·log2e · √(Σ_d (q_d k_d)²) ≈ 1.6e-3 (log2 units) = 1.1e-3 (ln units); the max
 over ~10^3 rows is ≈ 3.5σ ≈ 4e-3, so LSE gets atol 1e-2 (≈ 9σ) for bf16, 2.5e-3 for f16.
 A wrong layout, mask or rescale gives O(0.1..1) errors.
@@ -33,8 +35,10 @@ TOL = {torch.bfloat16: 1e-2, torch.float16: 2.5e-3}
 @pytest.mark.parametrize("aiter_args", [False, True])
 def test_variants_build(tmp_path, dtype, causal, aiter_args):
     k = fa_fwd.build(dtype=dtype, causal=causal, num_heads=8, num_kv_heads=2, aiter_args=aiter_args)
-    res = k.build(tmp_path, check=False)
+    res = k.build(tmp_path)                     # runs the static checker: zero findings or CheckError
     assert res.co_path.exists()
+    from flyasm.check import check_kernel
+    assert check_kernel(k) == []
     d = k.descriptor()
     assert d["arch_vgprs"] == 256 and d["group_segment_fixed_size"] >= fa_fwd.L.LDS_BYTES
     if aiter_args:
@@ -51,8 +55,8 @@ def _inputs(b, hq, hkv, sq, sk, dtype, seed):
     return mk(b, hq, sq, 128), mk(b, hkv, sk, 128), mk(b, hkv, sk, 128)
 
 
-def _check(q, k, v, causal, scale=None):
-    out, lse = fa_fwd.run(q, k, v, causal=causal, scale=scale)
+def _check(q, k, v, causal, scale=None, aiter_args=False, q_prescale=False):
+    out, lse = fa_fwd.run(q, k, v, causal=causal, scale=scale, aiter_args=aiter_args, q_prescale=q_prescale)
     ref, ref_lse = fa_fwd.reference(q, k, v, causal=causal, scale=scale)
     tol = TOL[q.dtype]
     assert not torch.isnan(out).any() and not torch.isnan(lse).any()
@@ -62,11 +66,12 @@ def _check(q, k, v, causal, scale=None):
     return err
 
 
+@pytest.mark.parametrize("q_prescale", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_gqa_ragged_bf16(causal):
+def test_gqa_ragged_bf16(causal, q_prescale):
     # 8 query heads over 2 KV heads, seq 320 = one full 256-row tile + 64 rows; keys 200 (not x64)
     q, k, v = _inputs(1, 8, 2, 320, 200 if not causal else 320, torch.bfloat16, seed=11)
-    _check(q, k, v, causal)
+    _check(q, k, v, causal, q_prescale=q_prescale)
 
 
 def test_batch2_f16_scale():
@@ -79,3 +84,22 @@ def test_batch2_f16_scale():
 def test_bigger_bf16(causal):
     q, k, v = _inputs(2, 4, 4, 700, 700, torch.bfloat16, seed=13)
     _check(q, k, v, causal)
+
+
+def test_aiter_argument_layout_runs():
+    q, k, v = _inputs(1, 2, 2, 256, 96, torch.bfloat16, seed=14)
+    _check(q, k, v, True, aiter_args=True)
+
+
+def test_lazy_rescale_taken_and_skipped():
+    # Keys of later tiles score far higher (x4 per 64 keys): the running max jumps by >> 2^8 at
+    # tiles 1..3 of some rows (O must be rescaled) while other tiles stay below the threshold.
+    q, k, v = _inputs(1, 1, 1, 256, 256, torch.bfloat16, seed=15)
+    ramp = torch.tensor([1.0, 4.0, 1.0, 8.0]).repeat_interleave(64)[None, None, :, None]
+    k = (k.float() * ramp).to(torch.bfloat16)
+    q = (q.float() * 2).to(torch.bfloat16)
+    scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(128) * 1.4426950408889634
+    tile_max = scores.reshape(256, 4, 64).amax(-1)[0] if scores.dim() == 3 else scores[0, 0].reshape(256, 4, 64).amax(-1)
+    grows = (tile_max[:, 1:] - torch.cummax(tile_max, 1).values[:, :-1]) > 8
+    assert grows.any() and (~grows).any()      # both paths of the lazy rescale are exercised
+    _check(q, k, v, False)
