@@ -110,11 +110,11 @@ def measure(label: str, make, repeat: int, tc, td: Path) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'variant':<40} {'insts':>6} {'finds':>5} {'emit ms':>8} {'text ms':>8} {'check ms':>9} {'python ms':>10} "
+    head = (f"{'kernel':<36} {'insts':>6} {'finds':>5} {'emit ms':>8} {'text ms':>8} {'check ms':>9} {'python ms':>10} "
             f"{'mc ms':>7} {'lld ms':>7} {'llvm ms':>8} {'py/llvm':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['variant'][:40]:<40} {r['instructions']:>6} {r['findings']:>5} {1e3 * r['emit_s']:>8.1f} "
+        lines.append(f"{r['kernel'][:36]:<36} {r['instructions']:>6} {r['findings']:>5} {1e3 * r['emit_s']:>8.1f} "
                      f"{1e3 * r['render_s']:>8.1f} {1e3 * r['check_s']:>9.1f} {1e3 * r['flyasm_python_s']:>10.1f} "
                      f"{1e3 * r['llvm_mc_s']:>7.1f} {1e3 * r['ld_lld_s']:>7.1f} {1e3 * r['llvm_s']:>8.1f} "
                      f"{r['ratio_python_over_llvm']:>8.2f}")

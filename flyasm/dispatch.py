@@ -59,7 +59,8 @@ def load_module(path: str | Path):
         raise DispatchError(f"kernel file {path} does not exist")
     key = str(p)
     if key not in _MODULES:
-        name = f"flyasm_set_{p.stem}_{abs(hash(key)) & 0xFFFFFF:06x}"
+        import hashlib
+        name = f"flyasm_set_{p.stem}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
         spec = importlib.util.spec_from_file_location(name, p)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod          # before exec: dataclasses look their module up
@@ -412,7 +413,9 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, *, back
         key = str(Path(kernels) if kernels is not None else _attention_set_dir())
         d = _DISPATCHERS.get(key) or _DISPATCHERS.setdefault(key, Dispatcher(key))
     query = dict(dtype=dtypes[q.dtype], hdim_q=D, hdim_v=D, causal=bool(causal), gqa=Hq // Hkv)
-    e = d.select(**{c: val for c, val in query.items() if c in d.columns or c == "causal"})
+    if "gqa" not in d.columns and Hq == Hkv:
+        del query["gqa"]                 # an aiter manifest without a gqa column still serves MHA calls
+    e = d.select(**query)
     ts_qo = int(e.row.get("ts_qo") or 256)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     q, k, v = (t.contiguous() for t in (q, k, v))
