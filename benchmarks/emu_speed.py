@@ -25,14 +25,14 @@ def main():
     rng = np.random.default_rng(0)
     G = 256
     a = rng.integers(-4, 4, 512 * 64).astype(np.float16)
-    bench("mfma_16x16x32_f16_kloop x256wg", co("mfma_16x16x32_f16_kloop"), 64 * G, 64, a, a,
+    bench("mfma_16x16x32_f16_kloop x256wg", co("mfma_16x16x32_f16_kloop"), G, 64, a, a,
           np.zeros(256, np.float32), np.zeros(256, np.float32), 64)
     n = 16
     x = rng.standard_normal(64 * G * n).astype(np.float32)
-    bench("loop_divergent x256wg", co("loop_divergent"), 64 * G, 64, x, np.zeros(64 * G, np.float32),
+    bench("loop_divergent x256wg", co("loop_divergent"), G, 64, x, np.zeros(64 * G, np.float32),
           np.zeros(64 * G, np.float32), n)
     xi = rng.integers(0, 100, 256 * 64).astype(np.int32)
-    bench("lds_reduce_wg256 x64wg", co("lds_reduce_wg256"), 256 * 64, 256, xi, np.zeros(256 * 64, np.int32),
+    bench("lds_reduce_wg256 x64wg", co("lds_reduce_wg256"), 64, 256, xi, np.zeros(256 * 64, np.int32),
           np.zeros(64, np.int32))
 
 

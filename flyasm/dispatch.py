@@ -276,7 +276,7 @@ class Entry:
         return self.path.read_bytes()
 
     def launch(self, grid, block=None, *args, backend: str = "emu", **kw):
-        """flyasm.run.launch of this row's code object; `block` defaults to the manifest's."""
+        """flyasm.run.launch of this row's code object (grid in workgroups); `block` defaults to the manifest's."""
         from .run import launch
         block = block if block is not None else self.block
         if block is None:
@@ -437,6 +437,6 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, *, back
     if not names or unknown:
         raise DispatchError(f"{e.path.name}: kernel arguments {unknown or names} are not attention arguments flyasm knows")
     block = e.block or (512,)
-    grid = (-(-Sq // ts_qo) * block[0], Hq, B)
+    grid = (-(-Sq // ts_qo), Hq, B)                          # workgroups (HIP gridDim)
     e.launch(grid, block, *[vals[n] for n in names], backend=backend)
     return (out, lse) if return_lse else out

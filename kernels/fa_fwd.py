@@ -628,7 +628,7 @@ def run(q, k, v, causal=False, scale=None, backend="emu", kernel=None, aiter_arg
     out = torch.full_like(q, float("nan"))                      # poisoned
     lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
     res = kern.build()                                           # static checks: zero findings or an error
-    grid = (-(-Sq // 256) * 512, Hq, B)
+    grid = (-(-Sq // 256), Hq, B)                                # workgroups (HIP gridDim)
     launch(res, grid, (512, 1, 1), *kernel_args(kern, q, k, v, out, lse, scale, causal), backend=backend,
            kernel=kern.name)
     return out, lse

@@ -124,7 +124,7 @@ def test_dispatcher_selects_and_runs_in_emulator(vop_set, dtype, op):
     x = (rng.standard_normal(n) * 4).astype(npt)
     y = (rng.standard_normal(n) * 4).astype(npt)
     out = np.full(n, np.nan, npt)                       # poisoned: every element must be written
-    e.launch(n, None, out, x, y, backend="emu")
+    e.launch(n // 64, None, out, x, y, backend="emu")          # grid in workgroups
     ref = {"add": np.add, "mul": np.multiply, "sub": np.subtract}[op](x, y)   # numpy rounds once, like the ALU
     np.testing.assert_array_equal(out, ref)
 
@@ -133,7 +133,7 @@ def test_dispatcher_launch_shortcut_with_torch(vop_set):
     torch = pytest.importorskip("torch")
     x, y = torch.randn(128), torch.randn(128)
     out = torch.full((128,), float("nan"))
-    Dispatcher(vop_set.manifest).launch({"dtype": "f32", "op": "mul"}, 128, 64, out, x, y)
+    Dispatcher(vop_set.manifest).launch({"dtype": "f32", "op": "mul"}, 2, 64, out, x, y)
     assert torch.equal(out, x * y)
 
 

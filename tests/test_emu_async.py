@@ -36,20 +36,20 @@ def _build_or_skip(k):
 def test_with_wait_runs():
     x = np.random.default_rng().integers(0, 2**32, 64, dtype=np.uint32)
     out = np.full(64, 0xDEADBEEF, np.uint32)
-    launch(_build_or_skip(_copy_kernel(True)), 64, 64, x, out)
+    launch(_build_or_skip(_copy_kernel(True)), 1, 64, x, out)
     assert np.array_equal(out, x + np.uint32(1))
 
 
 def test_missing_vmcnt_names_both():
     x = np.arange(64, dtype=np.uint32)
     with pytest.raises(EmuError) as e:
-        launch(_build_or_skip(_copy_kernel(False)), 64, 64, x, np.zeros(64, np.uint32))
+        launch(_build_or_skip(_copy_kernel(False)), 1, 64, x, np.zeros(64, np.uint32))
     msg = str(e.value)
     assert "v_add_u32" in msg and "global_load_dword" in msg and "vmcnt" in msg and "pc 0x" in msg
 
 
 def test_missing_lgkmcnt_for_smem():
     with pytest.raises(EmuError) as e:
-        launch(_build_or_skip(_copy_kernel(True, smem_wait=False)), 64, 64, np.arange(64, dtype=np.uint32),
+        launch(_build_or_skip(_copy_kernel(True, smem_wait=False)), 1, 64, np.arange(64, dtype=np.uint32),
                np.zeros(64, np.uint32))
     assert "s_load_dwordx4" in str(e.value) and "lgkmcnt" in str(e.value)

@@ -72,7 +72,7 @@ def poison(n, dt=np.float32):
 def test_mfma_bf16(corpus, name, M, K, dt):
     A, B, C = ints((M, K)), ints((K, M)), ints((M, M), -100, 100)
     d = poison(M * M)
-    launch(corpus[name].path, 64, 64, bf16_bits(frag_a(A)).ravel(), bf16_bits(frag_b(B)).ravel(),
+    launch(corpus[name].path, 1, 64, bf16_bits(frag_a(A)).ravel(), bf16_bits(frag_b(B)).ravel(),
            frag_cd(C).ravel().astype(np.float32), d)
     assert np.array_equal(unfrag_cd(d, M), C + A @ B)   # small integers: every sum order is exact
 
@@ -80,7 +80,7 @@ def test_mfma_bf16(corpus, name, M, K, dt):
 def test_mfma_32x32x16_f16(corpus):
     A, B = ints((32, 16)) / 4, ints((16, 32)) / 2
     d = poison(1024)
-    launch(corpus["mfma_32x32x16_f16"].path, 64, 64, frag_a(A).astype(np.float16).ravel(),
+    launch(corpus["mfma_32x32x16_f16"].path, 1, 64, frag_a(A).astype(np.float16).ravel(),
            frag_b(B).astype(np.float16).ravel(), d)
     assert np.array_equal(unfrag_cd(d, 32), A @ B)
 
@@ -91,14 +91,14 @@ def test_mfma_kloop(corpus, nk):
     a = np.concatenate([frag_a(A[:, 32 * s:32 * s + 32]).ravel() for s in range(max(nk, 1))]).astype(np.float16)
     b = np.concatenate([frag_b(B[32 * s:32 * s + 32]).ravel() for s in range(max(nk, 1))]).astype(np.float16)
     d = poison(256)
-    launch(corpus["mfma_16x16x32_f16_kloop"].path, 64, 64, a, b, frag_cd(C).ravel(), d, nk)
+    launch(corpus["mfma_16x16x32_f16_kloop"].path, 1, 64, a, b, frag_cd(C).ravel(), d, nk)
     assert np.array_equal(unfrag_cd(d, 16), C + A @ B if nk > 0 else C)
 
 
 def test_mfma_cdna3_shapes(corpus):
     A0, B0, A1, B1 = ints((32, 8)), ints((8, 32)), ints((16, 16)), ints((16, 16))
     d0, d1 = poison(1024), poison(256)
-    launch(corpus["mfma_cdna3_shapes"].path, 64, 64, bf16_bits(frag_a(A0)).ravel(), bf16_bits(frag_b(B0)).ravel(), d0,
+    launch(corpus["mfma_cdna3_shapes"].path, 1, 64, bf16_bits(frag_a(A0)).ravel(), bf16_bits(frag_b(B0)).ravel(), d0,
            frag_a(A1).astype(np.float16).ravel(), frag_b(B1).astype(np.float16).ravel(), d1)
     assert np.array_equal(unfrag_cd(d0, 32), A0 @ B0)
     assert np.array_equal(unfrag_cd(d1, 16), A1 @ B1)
@@ -109,7 +109,7 @@ def test_mfma_i8(corpus):
     B = RNG.integers(-128, 128, (64, 16)).astype(np.int8)
     C = RNG.integers(-2**31, 2**31, (16, 16)).astype(np.int32)
     d = np.full(256, -559038737, np.int32)
-    launch(corpus["mfma_16x16x64_i8"].path, 64, 64, frag_a(A).ravel(), frag_b(B).ravel(), frag_cd(C).ravel(), d)
+    launch(corpus["mfma_16x16x64_i8"].path, 1, 64, frag_a(A).ravel(), frag_b(B).ravel(), frag_cd(C).ravel(), d)
     ref = (C.astype(np.int64) + A.astype(np.int64) @ B.astype(np.int64)).astype(np.int32)  # wrap-around
     assert np.array_equal(unfrag_cd(d, 16), ref)
 
@@ -121,7 +121,7 @@ def test_mfma_fp8(corpus):
     A8, B8 = bytes_((16, 32)), bytes_((32, 16))
     C = ints((16, 16))
     d = poison(256)
-    launch(corpus["mfma_16x16x32_fp8"].path, 64, 64, frag_a(A8).ravel(), frag_b(B8).ravel(), frag_cd(C).ravel(), d)
+    launch(corpus["mfma_16x16x32_fp8"].path, 1, 64, frag_a(A8).ravel(), frag_b(B8).ravel(), frag_cd(C).ravel(), d)
     ref = C.astype(np.float64) + e4m3_to_f32(A8).astype(np.float64) @ e4m3_to_f32(B8).astype(np.float64)
     # fp8 products are exact in f32; tolerance K * 2^-23 * sum|A||B| for the unknown sum order
     tol = 32 * 2.0 ** -23 * (np.abs(e4m3_to_f32(A8)) @ np.abs(e4m3_to_f32(B8)) + np.abs(C))
@@ -132,7 +132,7 @@ def test_ds_read_tr16(corpus):
     src = RNG.integers(0, 65536, 1024).astype(np.uint16)
     addr = (RNG.integers(0, 1784 // 8 + 1, 64) * 8).astype(np.int32)
     dst = np.full(512, 0xDEAD, np.uint16)
-    launch(corpus["ds_read_tr16_b64"].path, 64, 64, src, addr, dst)
+    launch(corpus["ds_read_tr16_b64"].path, 1, 64, src, addr, dst)
 
     def tr16(ad):
         IN = np.stack([src[a // 2:a // 2 + 4] for a in ad])
@@ -149,7 +149,7 @@ def test_ds_read_tr16(corpus):
 def test_permlane_swap(corpus):
     x, y = RNG.integers(0, 2**32, 64, dtype=np.uint32), RNG.integers(0, 2**32, 64, dtype=np.uint32)
     out = np.full(256, 0xDEADBEEF, np.uint32)
-    launch(corpus["permlane_swap"].path, 64, 64, x, y, out)
+    launch(corpus["permlane_swap"].path, 1, 64, x, y, out)
     assert np.array_equal(out[0:64], np.r_[x[0:32], y[0:32]])
     assert np.array_equal(out[64:128], np.r_[x[32:64], y[32:64]])
     assert np.array_equal(out[128:192], np.r_[x[0:16], y[0:16], x[32:48], y[32:48]])
@@ -160,7 +160,7 @@ def test_permlane_swap(corpus):
 def test_buffer_rw(corpus, src_bytes, dst_bytes):
     src = RNG.integers(0, 2**32, 256, dtype=np.uint32)
     dst = np.full(384, 0xDEADBEEF, np.uint32)
-    launch(corpus["buffer_rw"].path, 64, 64, src, dst, src_bytes, dst_bytes)
+    launch(corpus["buffer_rw"].path, 1, 64, src, dst, src_bytes, dst_bytes)
     ref = np.full(384, 0xDEADBEEF, np.uint32)
     xv = np.where(4 * L + 4 <= src_bytes, src[L], 0).astype(np.uint32)
     v = np.where((16 * L + 16 <= src_bytes)[:, None], src[:256].reshape(64, 4), 0).astype(np.uint32)
@@ -177,7 +177,7 @@ def test_buffer_rw(corpus, src_bytes, dst_bytes):
 def test_lds_dma(corpus):
     src = RNG.integers(0, 2**32, 1024, dtype=np.uint32)
     dst = np.full(1024, 0xDEADBEEF, np.uint32)
-    launch(corpus["lds_dma"].path, 128, 128, src, dst, 4096)
+    launch(corpus["lds_dma"].path, 1, 128, src, dst, 4096)
     S16, t = src.reshape(256, 4), np.arange(128)
     LDS16 = np.zeros((256, 4), np.uint32)
     LDS16[t] = S16[(t * 7) & 127]
@@ -192,7 +192,7 @@ def test_lds_dma(corpus):
 def test_loop_divergent(corpus, G, n):
     x = RNG.uniform(-4, 4, max(64 * G * n, 1)).astype(np.float32)
     y, z = poison(64 * G), poison(64 * G)
-    launch(corpus["loop_divergent"].path, 64 * G, 64, x, y, z, n)
+    launch(corpus["loop_divergent"].path, G, 64, x, y, z, n)
     yr, zr = poison(64 * G), poison(64 * G)
     for g in range(64 * G):
         Lg, acc = g % 64, np.float32(0)
@@ -214,7 +214,7 @@ def test_wave_dpp_scan(corpus):
     x = RNG.integers(-2**31, 2**31, 64 * G).astype(np.int32)
     idx = RNG.integers(0, 64, 64 * G).astype(np.int32)
     outs = [np.full(64 * G, -559038737, np.int32) for _ in range(5)]
-    launch(corpus["wave_dpp_scan"].path, 64 * G, 64, x, idx, *outs)
+    launch(corpus["wave_dpp_scan"].path, G, 64, x, idx, *outs)
     scan, quad, mirror, bperm, uni = outs
     for w in range(G):
         X, s = x[64 * w:64 * w + 64], slice(64 * w, 64 * w + 64)
@@ -232,7 +232,7 @@ def test_math_convert(corpus):
     x = (mag * RNG.choice([-1, 1], 64 * G)).astype(np.float32)
     h = (2.0 ** RNG.uniform(-4, 4, 6 * 64 * G) * RNG.choice([-1, 1], 6 * 64 * G)).astype(np.float16)
     f3, bf, hp = poison(3 * 64 * G), np.full(2 * 64 * G, 0xDEAD, np.uint16), np.full(4 * 64 * G, np.nan, np.float16)
-    launch(corpus["math_convert"].path, 64 * G, 64, x, h, f3, bf, hp)
+    launch(corpus["math_convert"].path, G, 64, x, h, f3, bf, hp)
     ulp = lambda v: np.spacing(np.abs(v).astype(np.float32))
     for k, ref in enumerate([np.exp2(x), np.float32(1) / x, np.sqrt(np.abs(x))]):
         assert np.all(np.abs(f3[k::3] - ref) <= 2 * ulp(ref)), k
@@ -249,7 +249,7 @@ def test_lds_reduce_wg256(corpus):
     G = 3
     x = RNG.integers(-2**31, 2**31, 256 * G).astype(np.int32)
     rev, sums = np.full(256 * G, -1, np.int32), np.full(G, -1, np.int32)
-    launch(corpus["lds_reduce_wg256"].path, 256 * G, 256, x, rev, sums, seed=int(RNG.integers(1 << 30)))
+    launch(corpus["lds_reduce_wg256"].path, G, 256, x, rev, sums, seed=int(RNG.integers(1 << 30)))
     t = np.arange(256)
     for w in range(G):
         S = x[256 * w:256 * w + 256].astype(np.int64)
@@ -262,7 +262,7 @@ def test_atomic_fadd(corpus):
     x = (RNG.integers(-256, 257, 256 * G) / 4).astype(np.float32)
     acc = RNG.integers(-8, 9, 5).astype(np.float32)
     acc_in = acc.copy()
-    launch(corpus["atomic_fadd"].path, 256 * G, 256, x, acc)
+    launch(corpus["atomic_fadd"].path, G, 256, x, acc)
     g = np.arange(256 * G)
     assert acc[0] == acc_in[0] + x.sum()
     for k in range(4):

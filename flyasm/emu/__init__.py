@@ -17,17 +17,23 @@ def _dims(x) -> tuple[int, int, int]:
 
 
 def run_program(program: Program, grid, block, kernarg_addr: int, memory: Memory, lds: int | None = None,
-                seed: int | None = None, check_inflight: bool = True, max_steps: int = 50_000_000) -> Machine:
-    """Run every workgroup of a dispatch. grid is in work-items (HSA dispatch), block in work-items."""
+                seed: int | None = None, check_inflight: bool = True, max_steps: int = 50_000_000,
+                progress=None, trace: int | None = None) -> Machine:
+    """Run every workgroup of a dispatch. `grid` counts workgroups per dimension (HIP's gridDim),
+    `block` work-items per workgroup."""
     g, b = _dims(grid), _dims(block)
+    if min(g) < 1 or min(b) < 1:
+        raise EmuError(f"grid {g} and block {b} need at least one workgroup and one work-item per dimension")
     d = program.descriptor
     if d.kernarg_preload & 0x7F:
         raise EmuError("not emulated: kernarg preload (.amdhsa_user_sgpr_kernarg_preload_length)")
     lds_size = d.group_segment_fixed_size + (lds or 0)
     if lds_size > 160 * 1024:
         raise EmuError(f"the launch needs {lds_size} bytes of LDS; gfx950 has 160 KiB per workgroup")
-    nwg = [-(-g[i] // b[i]) for i in range(3)]
+    nwg = list(g)
     threads = b[0] * b[1] * b[2]
+    if threads > 1024:
+        raise EmuError(f"block {b} has {threads} work-items; a workgroup holds at most 1024")
     wpg = -(-threads // 64)
     wg_list = [(x, y, z) for z in range(nwg[2]) for y in range(nwg[1]) for x in range(nwg[0])]
     # Work-items of each wave (x fastest) and whether they exist (partial workgroups at the grid edge).
@@ -35,7 +41,7 @@ def run_program(program: Program, grid, block, kernarg_addr: int, memory: Memory
     tx, ty, tz = t % b[0], (t // b[0]) % b[1], t // (b[0] * b[1])
     waves, wg_of, execs, tids = [], [], [], []
     for wi, (x, y, z) in enumerate(wg_list):
-        valid = (t < threads) & (x * b[0] + tx < g[0]) & (y * b[1] + ty < g[1]) & (z * b[2] + tz < g[2])
+        valid = t < threads
         for k in range(wpg):
             v = valid[64 * k:64 * k + 64]
             if not v.any():
@@ -54,7 +60,7 @@ def run_program(program: Program, grid, block, kernarg_addr: int, memory: Memory
     if "dispatch_ptr" in lay:
         pkt = np.zeros(64, np.uint8)
         pkt[4:10] = np.array(b, np.uint16).view(np.uint8)
-        pkt[12:24] = np.array(g, np.uint32).view(np.uint8)
+        pkt[12:24] = np.array([g[i] * b[i] for i in range(3)], np.uint32).view(np.uint8)   # work-items
         pkt[28:32] = np.array([lds_size], np.uint32).view(np.uint8)
         pkt[40:48] = np.array([kernarg_addr], np.uint64).view(np.uint8)
         addr = memory.alloc(64, pkt, "dispatch packet")
@@ -76,5 +82,10 @@ def run_program(program: Program, grid, block, kernarg_addr: int, memory: Memory
     ex = np.array(execs, bool)
     m.S[:, 126:128] = np.packbits(ex, axis=1, bitorder="little").view(np.uint32)
     m.refresh_exec(slice(None))
+    if progress is not None or trace is not None:
+        from .trace import Observer
+        if trace is not None and not 0 <= trace < m.W:
+            raise EmuError(f"--trace {trace}: the launch has waves 0..{m.W - 1}")
+        m.observer = Observer(progress, trace)
     m.run(max_steps)
     return m

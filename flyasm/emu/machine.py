@@ -160,9 +160,11 @@ class Machine:
         self.group_all = True
         self.wave_instructions = 0
         self.steps = 0
-        self.ops = [None] * len(program.insts)
-        self.meta = [None] * len(program.insts)
+        # Compiled closures depend only on the instruction: shared through the (cached) Program.
+        self.ops = getattr(program, "compiled", None) or [None] * len(program.insts)
+        self.meta = program.__dict__.setdefault("_meta", [None] * len(program.insts))
         self.ids_all = np.arange(W)
+        self.observer = None      # optional: .before(m, p, w) / .after(m, p, w) around every step (trace, progress)
 
     # ---- compile ------------------------------------------------------------------------
     def op(self, i: int):
@@ -172,8 +174,8 @@ class Machine:
             comp = SEMANTICS.get(inst.name)
             if comp is None:
                 raise not_emulated(inst)
-            fn = self.ops[i] = comp(inst, Ctx(self.program, i))
             self.meta[i] = regsets(inst)
+            fn = self.ops[i] = comp(inst, Ctx(self.program, i))
         return fn
 
     # ---- wave ids ------------------------------------------------------------------------
@@ -381,10 +383,15 @@ class Machine:
             fn = self.ops[p] or self.op(p)
             if check and self.n_pending:
                 self.check_regs(w, p)
+            obs = self.observer
+            if obs is not None:
+                obs.before(self, p, w)
             if fn(self, w) is None:
                 self.pc[w] += 1
             self.wave_instructions += n
             self.steps += 1
+            if obs is not None:
+                obs.after(self, p, w)
             if self.steps > max_steps:
                 raise EmuError(f"stopped after {max_steps} steps (an endless loop?) at {where(self.program.insts[p])}")
         return self

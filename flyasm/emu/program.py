@@ -1,23 +1,22 @@
 """What the emulator runs: the decoded instructions of one kernel in a code object, plus its
 descriptor and metadata.
 
-`load_program()` is the single entry point. Until flyasm.codeobj's reader lands it uses a small
-private adapter (pyelftools + msgpack for the ELF, llvm-objdump text -> parse_instruction for the
-code); the adapter is confined to this module so swapping it out touches nothing else.
+`load_program(co, symbol)` reads the code object with the shared reader (`flyasm.codeobj`:
+pyelftools + msgpack for the ELF, llvm-objdump text -> the `.s` parser -> IR with pcs and labels)
+and keeps the result per (content hash, kernel) for the life of the process, so repeated launches
+of the same bytes decode once. The compiled instruction closures (`Program.compiled`) are cached
+with it: they depend only on the instruction, never on a machine.
 """
 from __future__ import annotations
 
-import io
-import re
-import struct
-import subprocess
-import tempfile
+import hashlib
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CodeObjectError
 from ..isa.instruction import Instruction
-from ..isa.operands import Imm
+from ..isa.operands import Imm, Label
 
 BRANCHES = {"s_branch", "s_cbranch_scc0", "s_cbranch_scc1", "s_cbranch_vccz", "s_cbranch_vccnz",
             "s_cbranch_execz", "s_cbranch_execnz"}
@@ -64,13 +63,10 @@ class Descriptor:
         return out
 
     @classmethod
-    def from_bytes(cls, b: bytes) -> "Descriptor":
-        if len(b) < 64:
-            raise CodeObjectError("kernel descriptor is shorter than 64 bytes", find_loc=False)
-        gs, _ps, ks = struct.unpack_from("<III", b, 0)
-        rsrc3, rsrc1, rsrc2 = struct.unpack_from("<III", b, 44)
-        props, preload = struct.unpack_from("<HH", b, 56)
-        return cls(gs, ks, rsrc1, rsrc2, rsrc3, props, preload)
+    def from_kd(cls, kd) -> "Descriptor":
+        """From flyasm.codeobj's decoded KernelDescriptor."""
+        return cls(kd.group_segment_fixed_size, kd.kernarg_size, kd.compute_pgm_rsrc1, kd.compute_pgm_rsrc2,
+                   kd.compute_pgm_rsrc3, kd.kernel_code_properties, kd.kernarg_preload)
 
 
 @dataclass
@@ -81,98 +77,29 @@ class Program:
     args: list[dict]                    # metadata .args entries (may be empty)
     metadata: dict = field(default_factory=dict)
     targets: dict[int, int] = field(default_factory=dict)   # instruction index -> branch target index
+    labels: dict[str, int] = field(default_factory=dict)    # label -> instruction index
+    compiled: list = field(default=None, repr=False)        # per instruction: fn(m, w), filled lazily
+
+    def __post_init__(self):
+        if self.compiled is None:
+            self.compiled = [None] * len(self.insts)
 
 
-_INSN_RE = re.compile(r"^\s+(.*?)\s*//\s*([0-9a-fA-F]+):((?:\s+[0-9a-fA-F]{8})+)(?:\s+<[^>]*>)?\s*$")
-_SYM_RE = re.compile(r"^([0-9a-fA-F]+) <(.+)>:$")
-
-
-def _objdump_text(co: bytes) -> str:
-    from ..asm.toolchain import find_toolchain
-    tc = find_toolchain()
-    objdump = Path(tc.mc).parent / "llvm-objdump"
-    with tempfile.NamedTemporaryFile(suffix=".co") as f:
-        f.write(co)
-        f.flush()
-        r = subprocess.run([str(objdump), "-d", "--mcpu=gfx950", f.name], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise CodeObjectError(f"llvm-objdump failed: {r.stderr.strip()}", find_loc=False)
-    return r.stdout
-
-
-def _read_elf(co: bytes):
-    import msgpack
-    from elftools.elf.elffile import ELFFile
-    elf = ELFFile(io.BytesIO(co))
-    syms = {}
-    for sec in elf.iter_sections():
-        if sec.header.sh_type == "SHT_SYMTAB":
-            for s in sec.iter_symbols():
-                syms[s.name] = (s["st_value"], s["st_size"], s["st_info"]["type"])
-    meta = {}
-    for sec in elf.iter_sections():
-        if sec.header.sh_type == "SHT_NOTE":
-            for note in sec.iter_notes():
-                if note.n_name == "AMDGPU" and note.n_type in (32, "NT_AMDGPU_METADATA"):
-                    desc = note.n_desc
-                    meta = msgpack.unpackb(desc.encode("latin-1") if isinstance(desc, str) else desc, raw=False)
-
-    def read_vaddr(addr, n):
-        for seg in elf.iter_segments():
-            if seg.header.p_type == "PT_LOAD" and seg.header.p_vaddr <= addr < seg.header.p_vaddr + seg.header.p_filesz:
-                off = seg.header.p_offset + addr - seg.header.p_vaddr
-                return co[off:off + n]
-        raise CodeObjectError(f"address 0x{addr:x} is not in a loaded segment", find_loc=False)
-    return syms, meta, read_vaddr
-
-
-def load_program(code_object, symbol: str | None = None) -> Program:
-    """A kernel of a code object (path or bytes) as a Program."""
-    co = Path(code_object).read_bytes() if isinstance(code_object, (str, Path)) else bytes(code_object)
-    syms, meta, read_vaddr = _read_elf(co)
-    kds = sorted(n[:-3] for n in syms if n.endswith(".kd"))
-    if not kds:
-        raise CodeObjectError("the code object has no kernel descriptor (NAME.kd symbol)", find_loc=False)
-    if symbol is None:
-        if len(kds) != 1:
-            raise CodeObjectError(f"the code object holds {len(kds)} kernels {kds}; pass kernel=NAME", find_loc=False)
-        symbol = kds[0]
-    if symbol not in kds:
-        raise CodeObjectError(f"kernel '{symbol}' is not in the code object (it has {kds})", find_loc=False)
-    kd_addr = syms[symbol + ".kd"][0]
-    kd_bytes = read_vaddr(kd_addr, 64)
-    desc = Descriptor.from_bytes(kd_bytes)
-    entry = kd_addr + struct.unpack_from("<q", kd_bytes, 16)[0]
-    size = syms.get(symbol, (entry, 0, ""))[1] or (1 << 30)
-    mk = next((k for k in meta.get("amdhsa.kernels", []) if k.get(".name") == symbol), {})
-    insts = []
-    for line in _objdump_text(co).splitlines():
-        m = _INSN_RE.match(line)
-        if not m:
-            continue
-        pc = int(m.group(2), 16)
-        if not (entry <= pc < entry + size):
-            continue
-        from ..isa.syntax import parse_instruction
-        inst = parse_instruction(m.group(1))
-        inst.pc = pc - entry
-        inst.raw = b"".join(struct.pack("<I", int(w, 16)) for w in m.group(3).split())
-        insts.append(inst)
-    # Trailing s_nop padding after the last s_endpgm is not part of the kernel.
-    while insts and insts[-1].name == "s_nop" and any(i.name == "s_endpgm" for i in insts):
-        insts.pop()
-    return Program(symbol, insts, desc, list(mk.get(".args", [])), mk, resolve_branches(insts))
-
-
-def resolve_branches(insts: list[Instruction]) -> dict[int, int]:
-    """Branch target of each SOPP branch, as an instruction index: pc + 4 + 4*simm16 (signed)."""
+def resolve_branches(insts: list[Instruction], labels: dict[str, int] | None = None) -> dict[int, int]:
+    """Branch target of each SOPP branch as an instruction index: a label operand (decoded code
+    objects, the `.s` parser) or a numeric simm16 (pc + 4 + 4*simm16, signed)."""
     by_pc = {inst.pc: i for i, inst in enumerate(insts)}
     out = {}
     for i, inst in enumerate(insts):
-        if inst.name in BRANCHES:
-            op = inst.operands[0]
-            if not isinstance(op, Imm):
-                continue
+        if inst.name not in BRANCHES or not inst.operands:
+            continue
+        op = inst.operands[0]
+        if isinstance(op, Label):
+            if labels is None or op.name not in labels:
+                raise CodeObjectError(f"{inst.text()} at pc 0x{inst.pc or 0:x} jumps to label {op.name}, which is "
+                                      f"not in the kernel", find_loc=False)
+            out[i] = labels[op.name]
+        elif isinstance(op, Imm):
             simm = op.value & 0xFFFF
             simm -= (simm & 0x8000) << 1
             tgt = inst.pc + 4 + 4 * simm
@@ -181,3 +108,61 @@ def resolve_branches(insts: list[Instruction]) -> dict[int, int]:
                                       find_loc=False)
             out[i] = by_pc[tgt]
     return out
+
+
+_CACHE: dict[tuple[str, str | None], Program] = {}
+_LOCK = threading.Lock()
+
+
+def content_hash(co: bytes) -> str:
+    return hashlib.sha256(co).hexdigest()
+
+
+def load_program(code_object, symbol: str | None = None) -> Program:
+    """A kernel of a code object (path or bytes) as a Program; decoded once per content hash."""
+    co = Path(code_object).read_bytes() if isinstance(code_object, (str, Path)) else bytes(code_object)
+    key = (content_hash(co), symbol)
+    prog = _CACHE.get(key)
+    if prog is None:
+        prog = _decode(co, symbol)
+        with _LOCK:
+            _CACHE[key] = prog
+            _CACHE.setdefault((key[0], prog.name), prog)
+    return prog
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        _CACHE.clear()
+
+
+def _decode(co: bytes, symbol: str | None) -> Program:
+    from ..codeobj.disasm import disassemble
+    from ..codeobj.reader import read_code_object
+    obj = read_code_object(co)
+    names = [k.name for k in obj.kernels]
+    if not names:
+        raise CodeObjectError("the code object has no kernel descriptor (NAME.kd symbol)", find_loc=False)
+    if symbol is None:
+        if len(names) != 1:
+            raise CodeObjectError(f"the code object holds {len(names)} kernels {names}; pass kernel=NAME",
+                                  find_loc=False)
+        symbol = names[0]
+    if symbol not in names:
+        raise CodeObjectError(f"kernel '{symbol}' is not in the code object (it has {names})", find_loc=False)
+    kc = obj.kernel(symbol)
+    mod = disassemble(obj)
+    ak = next((k for k in mod.kernels if k.name == symbol), None)
+    if ak is None:
+        raise CodeObjectError(f"the disassembly of the code object has no function {symbol}", find_loc=False)
+    entry = kc.addr - obj.text_addr          # parser pcs are offsets into .text
+    insts: list[Instruction] = []
+    for inst in ak.instructions:
+        if inst.pc is None or not (entry <= inst.pc < entry + kc.size):
+            continue                           # alignment padding after the function's end
+        inst.pc -= entry                       # the emulator's pcs are relative to the kernel entry
+        insts.append(inst)
+    labels = {lab: i for lab, i in ak.labels.items() if i <= len(insts)}
+    mk = kc.metadata or {}
+    return Program(symbol, insts, Descriptor.from_kd(kc.descriptor), list(mk.get(".args", []) or []), mk,
+                   resolve_branches(insts, labels), labels)

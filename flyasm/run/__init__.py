@@ -2,14 +2,14 @@
 
     launch(co_or_kernel, grid, block, *args, backend="emu", lds=None, kernel=None, seed=None)
 
-`grid` counts work-items per dimension (HSA dispatch semantics, as tests/corpus/REFERENCE.md
-writes launches: grid = block * number of workgroups); `block` is the workgroup size. Arguments
-are torch tensors or numpy arrays (pointer arguments: copied to device buffers and copied back
-after the run) and Python scalars (by-value arguments). Argument packing (`args.pack_args`) is
-shared by all backends. Returns a LaunchResult (the emulator's machine for inspection).
+`grid` counts WORKGROUPS per dimension (HIP's gridDim, aiter's `(ceil(seqlen_q/256), heads, batch)`),
+not work-items; `block` is the workgroup size in work-items. Arguments are torch tensors or numpy
+arrays (pointer arguments) and Python scalars (by-value arguments); argument packing
+(`args.pack_args`) is shared by all backends. Returns a LaunchResult.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import FlyasmError
 from .args import ArgSpec, as_numpy, pack_args, specs_from_kernel, specs_from_metadata
 
-__all__ = ["launch", "LaunchResult", "pack_args", "ArgSpec"]
+__all__ = ["launch", "LaunchResult", "pack_args", "ArgSpec", "dims"]
 
 
 @dataclass
@@ -25,11 +25,15 @@ class LaunchResult:
     backend: str
     machine: object = None
     wave_instructions: int = 0
+    kernarg: bytes = b""
 
 
-def _dims(x) -> tuple[int, int, int]:
-    t = (x,) if isinstance(x, int) else tuple(x)
-    return tuple(t) + (1,) * (3 - len(t))
+def dims(x, what: str = "grid") -> tuple[int, int, int]:
+    """An int or a 1-3 tuple as (x, y, z), each a positive int."""
+    t = (x,) if isinstance(x, (int, np.integer)) else tuple(x)
+    if not 1 <= len(t) <= 3 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in t):
+        raise FlyasmError(f"{what} takes 1 to 3 positive integers, not {x!r}")
+    return tuple(int(v) for v in t) + (1,) * (3 - len(t))
 
 
 def _resolve(code, kernel):
@@ -43,29 +47,48 @@ def _resolve(code, kernel):
     if isinstance(code, (bytes, bytearray)):
         return bytes(code), kernel, None, None
     from pathlib import Path
-    return Path(code).read_bytes(), kernel, None, None
+    p = Path(code)
+    if not p.is_file():
+        raise FlyasmError(f"code object {code} does not exist")
+    return p.read_bytes(), kernel, None, None
 
 
 def _copy_back(dst, host: np.ndarray):
-    try:
-        import torch
-        if isinstance(dst, torch.Tensor):
-            t = torch.from_numpy(host.copy())
-            if dst.dtype == torch.bfloat16:
-                t = t.view(torch.int16).view(torch.bfloat16)
-            dst.copy_(t.view(dst.dtype).reshape(dst.shape))
-            return
-    except ImportError:  # pragma: no cover
-        pass
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(dst, torch.Tensor):
+        t = torch.from_numpy(host.copy())
+        if dst.dtype == torch.bfloat16:
+            t = t.view(torch.int16).view(torch.bfloat16)
+        dst.copy_(t.view(dst.dtype).reshape(dst.shape))
+        return
     dst[...] = host.view(dst.dtype).reshape(dst.shape)
 
 
+def _on_device(v) -> bool:
+    """A torch tensor that already lives in GPU memory (ROCm torch calls it 'cuda')."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(v, torch.Tensor) and v.device.type == "cuda"
+
+
 def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = None, kernel: str | None = None,
-           seed: int | None = None, check_inflight: bool = True, max_steps: int = 50_000_000) -> LaunchResult:
+           seed: int | None = None, check_inflight: bool = True, max_steps: int = 50_000_000,
+           runtime=None, progress=None, trace: int | None = None) -> LaunchResult:
+    """Run a kernel once on `backend` ('emu' or 'hip').
+
+    code: a Kernel, a BuildResult, code-object bytes or a path to a .co (`kernel=` picks one of
+    several kernels). grid: WORKGROUPS per dimension (int or up to 3 ints, HIP's gridDim).
+    block: work-items per workgroup (int or up to 3 ints). args: one per explicit kernel argument,
+    in order; pointer arguments take numpy arrays / torch tensors (copied to device buffers and
+    copied back after the run; ROCm tensors are passed by `data_ptr()`), by-value arguments take
+    Python or numpy scalars. lds: dynamic LDS bytes on top of the kernel's static LDS.
+    Emulator only: seed (random wave interleaving), check_inflight, max_steps, progress (a callable
+    taking the number of wave-instructions executed so far), trace (wave id: print every executed
+    instruction with its register deltas). hip only: runtime (a flyasm.run.hip.HipRuntime).
+    """
     co, name, specs, kobj = _resolve(code, kernel)
-    g, b = _dims(grid), _dims(block)
+    g, b = dims(grid, "grid"), dims(block, "block")
     if backend == "hip":
-        raise FlyasmError("backend='hip' is not wired into launch() yet (flyasm.run.hip holds the ctypes runtime)")
+        return _launch_hip(co, name, specs, g, b, args, lds, runtime)
     if backend != "emu":
         raise FlyasmError(f"backend is 'emu' or 'hip', not '{backend}'")
     from ..emu import Memory, load_program, run_program
@@ -80,6 +103,8 @@ def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = Non
     buffers = []
 
     def alloc(v, spec):
+        if _on_device(v):
+            raise FlyasmError(f"argument '{spec.name}' is a GPU tensor; the emulator takes CPU tensors or arrays")
         host = as_numpy(v)
         addr = mem.alloc(host.nbytes, host, spec.name)
         buffers.append((v, addr, host))
@@ -92,8 +117,49 @@ def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = Non
     padded[:len(kernarg)] = np.frombuffer(kernarg, np.uint8)
     ka = mem.alloc(padded.size, padded, "kernarg")
     mem.finalize()
-    m = run_program(prog, g, b, ka, mem, lds=lds, seed=seed, check_inflight=check_inflight, max_steps=max_steps)
+    m = run_program(prog, g, b, ka, mem, lds=lds, seed=seed, check_inflight=check_inflight, max_steps=max_steps,
+                    progress=progress, trace=trace)
     for v, addr, host in buffers:
         out = mem.read(addr, host.nbytes)
         _copy_back(v, out.view(host.dtype).reshape(host.shape) if host.dtype != np.uint8 else out.reshape(host.shape))
-    return LaunchResult("emu", m, m.wave_instructions)
+    return LaunchResult("emu", m, m.wave_instructions, kernarg)
+
+
+def _launch_hip(co: bytes, name, specs, g, b, args, lds, runtime) -> LaunchResult:
+    from ..codeobj.reader import read_code_object
+    from . import hip
+    obj = read_code_object(co)
+    names = [k.name for k in obj.kernels]
+    if name is None:
+        if len(names) != 1:
+            raise FlyasmError(f"the code object holds {len(names)} kernels {names}; pass kernel=NAME")
+        name = names[0]
+    kc = obj.kernel(name)
+    if specs is None:
+        specs = specs_from_metadata(list((kc.metadata or {}).get(".args", []) or []))
+    if b[0] * b[1] * b[2] > 1024:
+        raise FlyasmError(f"block {b} has {b[0] * b[1] * b[2]} work-items; a workgroup holds at most 1024")
+    rt = runtime or hip.HipRuntime()
+    owned = []          # (caller's value, device pointer, host array) for buffers we allocated
+
+    def alloc(v, spec):
+        if _on_device(v):
+            return int(v.data_ptr())
+        host = as_numpy(v)
+        ptr = rt.malloc(host.nbytes)
+        owned.append((v, ptr, host))
+        rt.to_device(ptr, host.tobytes())
+        return ptr
+
+    try:
+        kernarg = pack_args(specs, args, alloc, kc.descriptor.kernarg_size, grid=g, block=b)
+        total_lds = kc.descriptor.group_segment_fixed_size + (lds or 0)
+        hip.run_packed(co, name, g, b, kernarg, total_lds, runtime=rt, dynamic_lds=lds or 0)
+        for v, ptr, host in owned:
+            data = np.frombuffer(rt.from_device(ptr, host.nbytes), np.uint8)
+            _copy_back(v, data.view(host.dtype).reshape(host.shape) if host.dtype != np.uint8 else data.reshape(host.shape))
+    finally:
+        for _, ptr, _ in owned:
+            rt.free(ptr)
+    return LaunchResult("hip", None, 0, kernarg)
+

@@ -79,7 +79,8 @@ def _scalar_bytes(spec: ArgSpec, v) -> bytes:
 
 def pack_args(specs: list[ArgSpec], values, alloc, kernarg_size: int | None = None, *, grid=None, block=None) -> bytes:
     """The kernarg segment bytes. `alloc(value, spec) -> address` makes device buffers for pointer args.
-    Hidden arguments (hidden_block_count_*, hidden_group_size_*) are filled from grid/block; others are 0."""
+    Hidden arguments (hidden_block_count_*, hidden_group_size_*, hidden_remainder_*) are filled from
+    grid (in workgroups) and block (work-items per workgroup); others are 0."""
     explicit = [s for s in specs if not s.kind.startswith("hidden_")]
     if len(values) != len(explicit):
         names = ", ".join(s.name for s in explicit)
@@ -104,11 +105,11 @@ def pack_args(specs: list[ArgSpec], values, alloc, kernarg_size: int | None = No
         val = None
         for i, ax in enumerate("xyz"):
             if s.kind == f"hidden_block_count_{ax}":
-                val = -(-g[i] // bl[i])
+                val = g[i]
             elif s.kind == f"hidden_group_size_{ax}":
                 val = bl[i]
             elif s.kind == f"hidden_remainder_{ax}":
-                val = g[i] % bl[i]
+                val = 0                        # whole workgroups only: no partial group at the edge
         if val is not None:
             buf[s.offset:s.offset + s.size] = int(val).to_bytes(s.size, "little")
     return bytes(buf)

@@ -167,8 +167,11 @@ def available() -> tuple[bool, str]:
     return True, f"{n} AMD GPU(s)"
 
 
-def run_packed(co: bytes, kernel: str, grid, block, kernarg: bytes, lds: int, runtime: HipRuntime | None = None):
-    """Load `co`, check LDS against the device, launch `kernel` once and wait for it."""
+def run_packed(co: bytes, kernel: str, grid, block, kernarg: bytes, lds: int, runtime: HipRuntime | None = None,
+               dynamic_lds: int | None = None):
+    """Load `co`, check LDS against the device, launch `kernel` once and wait for it.
+    `grid` counts workgroups (hipModuleLaunchKernel's gridDim). `lds` is the workgroup's whole LDS
+    (checked against the device); `dynamic_lds` the part passed as sharedMemBytes (default: lds)."""
     rt = runtime or HipRuntime()
     limit = rt.max_lds()
     if lds > limit:
@@ -177,6 +180,6 @@ def run_packed(co: bytes, kernel: str, grid, block, kernarg: bytes, lds: int, ru
     mod = rt.load_module(co)
     fn = rt.get_function(mod, kernel)
     st = rt.stream()
-    rt.launch(fn, grid, block, kernarg, lds, st)
+    rt.launch(fn, grid, block, kernarg, lds if dynamic_lds is None else dynamic_lds, st)
     rt.synchronize(st)
     return rt
