@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from .errors import FlyasmError, KernelError, OperandError, SourceLoc, user_location
 from .isa import builders, tables
 from .isa.instruction import Instruction
-from .isa.operands import Label, Reg, Special, s, v
+from .isa.operands import Label, Reg, Special, local_label, s, v
 
 LDS_LIMIT = 160 * 1024          # gfx950: 160 KiB per workgroup (CDNA4 ISA ch.11.1; notes §1.3)
 MAX_WORKGROUP = 1024
@@ -187,6 +187,8 @@ class Kernel:
     # ---- the instruction stream -----------------------------------------------------------
     def emit(self, inst: Instruction) -> Instruction:
         inst.region = tuple(r.name for r in self._region_stack)
+        if any(isinstance(op, Label) for op in inst.operands):
+            inst.operands = tuple(Label(local_label(op.name)) if isinstance(op, Label) else op for op in inst.operands)
         if self.plan is not None:
             self.plan.check_instruction(inst)
         self.stream.append(inst)
@@ -259,15 +261,16 @@ class Kernel:
         """Place a label before the next instruction."""
         if not name.replace(".", "_").replace("$", "_").isidentifier():
             raise KernelError(f"label name '{name}' must be an identifier")
-        if name in self.labels:
-            prev = self.labels[name].loc
+        local = local_label(name)
+        if local in self.labels:
+            prev = self.labels[local].loc
             raise KernelError(f"label '{name}' is defined twice (first at {prev})")
-        self.labels[name] = LabelDef(name, len(self.stream), user_location())
-        return Label(name)
+        self.labels[local] = LabelDef(local, len(self.stream), user_location())
+        return Label(local)
 
     def L(self, name: str) -> Label:
         """A reference to a label (defined before or after)."""
-        return Label(name)
+        return Label(local_label(name))
 
     @contextlib.contextmanager
     def region(self, name: str, expect: dict | None = None):
@@ -291,7 +294,8 @@ class Kernel:
         for i, inst in enumerate(self.stream):
             for op in inst.operands:
                 if isinstance(op, Label) and op.name not in self.labels:
-                    raise KernelError(f"{inst.mnemonic} jumps to label '{op.name}', which is never defined",
+                    shown = op.name[2:] if op.name.startswith(".L") else op.name
+                    raise KernelError(f"{inst.mnemonic} jumps to label '{shown}', which is never defined",
                                       inst.loc)
         if not self.stream:
             raise KernelError(f"kernel '{self.name}' has no instructions (end it with s_endpgm)", self.loc)

@@ -55,7 +55,7 @@ def test_svg_marks_findings_and_regions():
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     assert len(re.findall(r'class="finding"', svg)) == 2 * len(findings)
     assert "xdl_write_valu_read" in svg
-    assert "region prologue" in svg and "loop body loop" in svg and "plan region C = v[16:31]" in svg
+    assert "region prologue" in svg and "loop body .Lloop" in svg and "plan region C = v[16:31]" in svg
     assert to_svg(k).count('class="finding"') == 0
 
 

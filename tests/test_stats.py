@@ -67,7 +67,7 @@ def test_regions_blocks_loops():
     assert (regs["body/mem"]["total"], regs["body/mem"]["lds_dma"]) == (7, 1)
     assert regs["body"]["total"] == 20 and regs["setup"]["total"] == 3
     (lp,) = d["loops"]
-    assert (lp["name"], lp["start"], lp["end"], lp["mfma"]) == ("loop", 3, 23, 3)
+    assert (lp["name"], lp["start"], lp["end"], lp["mfma"]) == (".Lloop", 3, 23, 3)
     assert [(b["start"], b["end"]) for b in d["blocks"]] == [(0, 3), (3, 23), (23, 24)]
 
 

@@ -2,20 +2,26 @@
 
 Each instruction carries a `.loc` pointing at the Python line that emitted it, so the code
 object's DWARF line table (llvm-dwarfdump --debug-line) maps every pc back to the builder.
-Region boundaries are comments; labels are `NAME:` lines. Instructions with raw encodings are
+Region boundaries are comments; labels are local `.LNAME:` lines. Instructions with raw encodings are
 written as `.long` words with the disassembly as a comment.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..isa.instruction import Instruction
+from ..isa.operands import Label, local_label
 
 TARGET = "amdgcn-amd-amdhsa--gfx950"
 
 
-def instruction_line(inst: Instruction) -> str:
+def instruction_line(inst: Instruction, local: bool = True) -> str:
     if inst.raw is not None:
         words = [int.from_bytes(inst.raw[i:i + 4], "little") for i in range(0, len(inst.raw), 4)]
         return ".long " + ", ".join(f"0x{w:08x}" for w in words) + f"  ; {inst.text()}"
+    if local and any(isinstance(op, Label) for op in inst.operands):
+        inst = replace(inst, operands=tuple(Label(local_label(op.name)) if isinstance(op, Label) else op
+                                            for op in inst.operands))
     t = inst.text()
     return f"{t}  ; {inst.comment}" if inst.comment else t
 
@@ -58,7 +64,7 @@ def render(k) -> tuple[str, dict[int, int]]:
         for r in starts.get(i, []):
             emit(f"\t; region {'/'.join(r.path)}")
         for name in labels_at.get(i, []):
-            emit(f"{name}:")
+            emit(f"{local_label(name)}:")
         if inst.loc is not None:
             emit(f"\t.loc {files[inst.loc.file]} {inst.loc.line} 0")
         emit("\t" + instruction_line(inst), i)
@@ -66,7 +72,7 @@ def render(k) -> tuple[str, dict[int, int]]:
     for r in reversed(ends.get(n, [])):
         emit(f"\t; end region {'/'.join(r.path)}")
     for name in labels_at.get(n, []):
-        emit(f"{name}:")
+        emit(f"{local_label(name)}:")
     emit(f".Lfunc_end_{k.name}:")
     emit(f"\t.size {k.name}, .Lfunc_end_{k.name}-{k.name}")
     if k.foreign is not None and k.foreign.code_end:

@@ -212,6 +212,11 @@ class Label:
     __repr__ = __str__
 
 
+def local_label(name: str) -> str:
+    """Kernel labels are assembler-local (.L...): they never become symbols that look like functions."""
+    return name if name.startswith(".L") else f".L{name}"
+
+
 @dataclass(frozen=True)
 class Expr:
     """Operand text kept verbatim: hwreg(...), sendmsg(...), a symbolic expression."""
