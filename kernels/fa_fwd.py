@@ -250,11 +250,18 @@ class _Builder:
             # M0 of every DMA: buffer base + 1 KiB * chunk (chunk = min(wave + 8i, last))
             for tensor, bases, nch in (("k", L.LDS_K, L.K_CHUNKS), ("v", L.LDS_V, L.V_CHUNKS)):
                 for i in range(L.DMA_PER_WAVE):
+                    # fa_layouts.dma_m0: chunk wave + 8i, or this wave's dump slot past the last chunk
                     k.s_add_u32(ST0, WAVE, L.WAVES * i)
-                    k.s_min_u32(ST0, ST0, nch - 1)
                     k.s_lshl_b32(ST1, ST0, 10)
                     for buf in range(2):
                         k.s_add_u32(self.m0_index(tensor, buf, i), ST1, bases[buf])
+                    k.s_cmp_ge_u32(ST0, nch)
+                    k.s_cbranch_scc0(k.L(f".Lm0_{tensor}{i}"))
+                    k.s_lshl_b32(ST1, WAVE, 10)
+                    for buf in range(2):
+                        k.s_add_u32(self.m0_index(tensor, buf, i), ST1, L.LDS_DUMP)
+                    k.label(f".Lm0_{tensor}{i}")
+                    k.s_min_u32(ST0, ST0, nch - 1)                     # global rows: clamped chunk
                     # per-lane global offset of the chunk (fa_layouts.dma_voffset)
                     dst = (K_DMA if tensor == "k" else V_DMA)[i]
                     slots = L.K_SLOTS if tensor == "k" else L.V_SLOTS

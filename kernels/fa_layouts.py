@@ -45,10 +45,11 @@ V_TILE = BLOCK_K * V_STRIDE   # 20480 B = 20 DMA chunks
 DMA_CHUNK = 64 * 16           # one buffer_load_dwordx4 ... lds writes 1 KiB contiguous LDS
 K_CHUNKS = K_TILE // DMA_CHUNK
 V_CHUNKS = V_TILE // DMA_CHUNK
-DMA_PER_WAVE = 3              # ceil(20 / 8); waves past the last chunk repeat it (same bytes)
+DMA_PER_WAVE = 3              # ceil(20 / 8); a wave past the last chunk writes its dump slot
 LDS_K = (0, K_TILE)                               # K double buffer
 LDS_V = (2 * K_TILE, 2 * K_TILE + V_TILE)         # V double buffer
-LDS_BYTES = 2 * K_TILE + 2 * V_TILE               # 75776 B
+LDS_DUMP = 2 * K_TILE + 2 * V_TILE                # 1 KiB per wave for DMA instructions with no chunk
+LDS_BYTES = LDS_DUMP + WAVES * DMA_CHUNK          # 83968 B
 assert K_TILE % DMA_CHUNK == 0 and V_TILE % DMA_CHUNK == 0
 
 # Division by the row stride in 16-byte slots, as the kernel does it (v_mul_u32_u24 + shift);
@@ -58,8 +59,16 @@ DIV_MAGIC = {K_SLOTS: (3856, 16), V_SLOTS: (3277, 16)}
 
 
 def dma_chunk(wave: int, i: int, nchunks: int) -> int:
-    """Chunk of the tile that DMA instruction i of a wave fills (clamped: the last one repeats)."""
+    """Chunk of the tile that DMA instruction i of a wave loads from global memory (clamped)."""
     return min(wave + WAVES * i, nchunks - 1)
+
+
+def dma_m0(wave: int, i: int, nchunks: int, buf_base: int) -> int:
+    """LDS destination (M0) of DMA instruction i of a wave.  Every wave issues DMA_PER_WAVE
+    instructions so vmcnt stays uniform; a wave past the last chunk writes its own 1 KiB dump
+    slot instead (two waves writing the same LDS bytes without a barrier would be a race)."""
+    c = wave + WAVES * i
+    return buf_base + DMA_CHUNK * c if c < nchunks else LDS_DUMP + DMA_CHUNK * wave
 
 
 def dma_slot(lane, chunk: int, slots_per_row: int):
@@ -317,8 +326,10 @@ def wave_forward(q, k, v, *, dtype="bf16", scale=None, causal=False, q0=0, seqle
         for w in range(WAVES):       # every wave's DMA share of the tile
             for i in range(DMA_PER_WAVE):
                 ck, cv = dma_chunk(w, i, K_CHUNKS), dma_chunk(w, i, V_CHUNKS)
-                dma_x4(lds, LDS_K[j % 2] + DMA_CHUNK * ck, kg, tile_off + dma_voffset(lanes, ck, K_SLOTS, kv_stride), nrec)
-                dma_x4(lds, LDS_V[j % 2] + DMA_CHUNK * cv, vg, tile_off + dma_voffset(lanes, cv, V_SLOTS, kv_stride), nrec)
+                dma_x4(lds, dma_m0(w, i, K_CHUNKS, LDS_K[j % 2]), kg,
+                       tile_off + dma_voffset(lanes, ck, K_SLOTS, kv_stride), nrec)
+                dma_x4(lds, dma_m0(w, i, V_CHUNKS, LDS_V[j % 2]), vg,
+                       tile_off + dma_voffset(lanes, cv, V_SLOTS, kv_stride), nrec)
         # Sᵀ = K·Qᵀ: 2 key blocks x 8 MFMAs over d.
         s_acc = np.zeros((64, 32), np.float32)
         for kb in range(2):
