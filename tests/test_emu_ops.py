@@ -98,7 +98,7 @@ def test_dpp_row_shr_bound_ctrl_and_quad_perm():
     x = RNG.integers(1, 2**31, 64).astype(np.uint32)
     m = run(["v_mov_b32_dpp v2, v1 row_shr:3 row_mask:0xf bank_mask:0xf bound_ctrl:1",
              "v_mov_b32_dpp v3, v1 quad_perm:[2,0,3,1] row_mask:0xf bank_mask:0xf",
-             "v_mov_b32_e32 v4, 7",
+             "v_mov_b32_e32 v4, 7", "s_nop 1",      # DPP reads its old vdst: 2 wait states (row 21)
              "v_mov_b32_dpp v4, v1 row_shl:1 row_mask:0x5 bank_mask:0xf"], {1: x})
     L = np.arange(64)
     assert np.array_equal(m.R[0, 2], np.where(L % 16 >= 3, x[np.maximum(L - 3, 0)], 0))

@@ -135,7 +135,8 @@ class Rec:
 # ---------------------------------------------------------------------------------------------
 class Machine:
     def __init__(self, program, n_waves: int, wg_of_wave: np.ndarray, n_wg: int, lds_size: int, memory,
-                 seed: int | None = None, check_inflight: bool = True):
+                 seed: int | None = None, check_inflight: bool = True, *, hazards="default", races="default",
+                 strict="default"):
         self.program = program
         self.W = W = n_waves
         self.R = np.zeros((W, NR, 64), np.uint32)
@@ -151,6 +152,8 @@ class Machine:
         self.mem = memory
         self.rng = np.random.default_rng(seed) if seed is not None else None
         self.check_inflight = check_inflight
+        from .hazards import setup_fidelity
+        setup_fidelity(self, hazards, races, strict)     # dynamic hazards, LDS races, strict ISA errors
         self.busyR = np.zeros((W, NR), np.int16)
         self.busyS = np.zeros((W, NS), np.int16)
         self.issued = {"vm": np.zeros(W, np.int64), "lgkm": np.zeros(W, np.int64)}
@@ -347,6 +350,8 @@ class Machine:
         if rel.any():
             self.status[rel] = RUN
             self.pc[rel] += 1
+            if self.races is not None:
+                self.races.new_epoch(self.wg_of[rel])
 
     # ---- run ------------------------------------------------------------------------------
     def run(self, max_steps: int = 50_000_000):
@@ -370,6 +375,8 @@ class Machine:
                 pcs = self.pc[live]
                 p = int(pcs.min() if rng is None else rng.choice(pcs))
                 ids = live[pcs == p]
+                if rng is not None and len(ids) > 1:    # random interleaving: a random subset goes first
+                    ids = np.sort(rng.permutation(ids)[:int(rng.integers(1, len(ids) + 1))])
                 n = len(ids)
                 if n == W:
                     w = all_w
@@ -381,6 +388,8 @@ class Machine:
                 raise EmuError(f"a wave ran past the end of the kernel (last instruction "
                                f"'{self.program.insts[-1].text()}')")
             fn = self.ops[p] or self.op(p)
+            if self.hz is not None:
+                self.hz.step(w, p)
             if check and self.n_pending:
                 self.check_regs(w, p)
             obs = self.observer

@@ -44,10 +44,25 @@ DS_SUB = {"ds_read_u8": (1, False), "ds_read_i8": (1, True), "ds_read_u16": (2, 
 DS_WSUB = {"ds_write_b8": 1, "ds_write_b16": 2}
 
 
-def _lds_addr(m, w, inst, gaddr, offset, nbytes):
-    """Flat LDS byte indices [k, 64] for this access; out of the workgroup's LDS is an error."""
+def lds_align(name: str, nbytes: int) -> int:
+    """Alignment the strict (aligned-mode) DS rule requires: the data size (b96 -> 16, as LLVM's
+    aligned-mode lowering assumes; read2/write2 per element), 8 for ds_read_b64_tr_* (ISA 11.4)."""
+    if "_tr_" in name:
+        return 8
+    return 16 if nbytes == 12 else nbytes
+
+
+def _lds_addr(m, w, inst, gaddr, offset, nbytes, align=1):
+    """Flat LDS byte indices [k, 64] for this access; out of the workgroup's LDS is an error, and so
+    is a misaligned address in strict mode (aligned DS mode; strict="unaligned" relaxes all but tr)."""
     a = gaddr(m, w).astype(np.int64) + offset
     ex = m.execm[w]
+    if align > 1 and m.strict and (not m.unaligned_lds or "_tr_" in inst.name):
+        mis = ex & (a % align != 0)
+        if mis.any():
+            bad = int(a[mis][0])
+            raise EmuError(f"{where(inst)}: LDS address {bad} is not {align}-byte aligned ({inst.name} needs "
+                           f"{align}-byte alignment in aligned DS mode; emu option strict='unaligned' allows it)")
     if ((a + nbytes > m.lds_size) & ex).any():
         bad = int(a[(a + nbytes > m.lds_size) & ex][0])
         raise EmuError(f"{where(inst)}: LDS access of {nbytes} bytes at {bad} is beyond the workgroup's "
@@ -81,9 +96,11 @@ def c_ds_read(inst, ctx):
         ex = m.execm[w]
         chunks = []
         for off, nb in parts:
-            flat = _lds_addr(m, w, inst, ga, off, nb)
+            flat = _lds_addr(m, w, inst, ga, off, nb, lds_align(name, nb))
             idx = flat[..., None] + np.arange(nb)
             m.check_lds(inst, idx[ex])
+            if m.races is not None:
+                m.races.access(inst, m.ids(w), idx, ex, False)
             b = m.LDS[idx]
             if nb < 4:
                 v = b[..., 0].astype(np.int64) if nb == 1 else b.copy().view(np.uint16)[..., 0].astype(np.int64)
@@ -139,12 +156,14 @@ def c_ds_write(inst, ctx):
     def run(m, w):
         ex = m.execm[w]
         for off, nb, row in parts:
-            flat = _lds_addr(m, w, inst, ga, off, nb)
+            flat = _lds_addr(m, w, inst, ga, off, nb, lds_align(name, nb))
             nd = max(nb // 4, 1)
             vals = m.R[w, row:row + nd]                                  # [k, nd, 64]
             b = np.ascontiguousarray(vals.transpose(0, 2, 1)).view(np.uint8)[..., :nb]   # [k, 64, nb]
             idx = flat[..., None] + np.arange(nb)
             m.check_lds(inst, idx[ex])
+            if m.races is not None:
+                m.races.access(inst, m.ids(w), idx, ex, True, b)
             m.LDS[idx[ex]] = b[ex]          # lanes in order: the highest active lane wins a conflict
         m.issue(w, inst, "lgkm", None)
     return run
@@ -335,8 +354,15 @@ def _mem_load(inst, addr_fn, nbytes, lds_dma):
         step = 16 if nbytes > 4 else 4
         base = (m.S[w, S_M0].astype(np.int64) & 0x3FFFF)[:, None] + inst_off + LANES[None, :] * step
         inside = ex & (base + nbytes <= m.lds_size)
+        if m.strict and (ex & ~inside).any():
+            bad = int(base[ex & ~inside][0])
+            raise EmuError(f"{where(inst)}: LDS-DMA writes {nbytes} bytes at LDS offset {bad}, beyond the "
+                           f"workgroup's {m.lds_size} bytes (silicon drops such lanes, ISA 3.11; emu option "
+                           f"strict=False allows it)")
         flat = base + (m.wg_of[waves] * m.lds_size)[:, None]
         bytes_ = np.ascontiguousarray(data.transpose(0, 2, 1)).view(np.uint8)[..., :nbytes]
+        if m.races is not None:
+            m.races.access(inst, waves, flat[..., None] + np.arange(nbytes), inside, True, bytes_)
         pos, lane = np.nonzero(inside)
         idx = flat[pos, lane][:, None] + np.arange(nbytes)
         vals = bytes_[pos, lane]

@@ -11,7 +11,8 @@ import re
 import numpy as np
 
 from ..isa.operands import Imm, Reg
-from .machine import base_of, imm_bits, not_emulated, r_index, semantic
+from .machine import LANES, base_of, imm_bits, not_emulated, r_index, semantic, where
+from .memory import EmuError
 
 _NAME = re.compile(r"^v_mfma_([fi]32)_(\d+)x(\d+)x(\d+)_?(bf16|f16|i8|fp8_fp8|fp8_bf8|bf8_fp8|bf8_bf8|bf16_1k)$")
 
@@ -76,14 +77,34 @@ def _names():
     return out
 
 
+def mfma_lane_sources(inst, blocks):
+    """Source lane of each lane's A and B registers under CBSZ/ABID and BLGP (notes §2, CDNA4 ISA
+    7.1): A of lane l comes from lane (l % S) + S*ABID with S = 64 >> CBSZ; B from the BLGP
+    pattern 0 identity, 1 l%32, 2 l%32+32, 3 (l+16)%64, 4..7 l%16 + 16*(BLGP-4). None = identity.
+    Emulated for single-block shapes (the lane formula and the block-broadcast wording coincide
+    only there)."""
+    mods = inst.modifiers
+    cbsz, abid, blgp = (int(mods.get(k, 0) or 0) for k in ("cbsz", "abid", "blgp"))
+    if (cbsz or abid or blgp) and blocks != 1:
+        raise not_emulated(inst, "cbsz/abid/blgp on a multi-block MFMA")
+    pa = pb = None
+    if cbsz or abid:
+        if cbsz > 4 or abid >= (1 << cbsz):
+            raise EmuError(f"{where(inst)}: abid:{abid} needs abid < 2**cbsz (cbsz:{cbsz}, at most 4)")
+        S = 64 >> cbsz
+        pa = (LANES % S) + S * abid
+    if blgp:
+        pb = [None, LANES % 32, LANES % 32 + 32, (LANES + 16) % 64][blgp] if blgp < 4 else \
+            LANES % 16 + 16 * (blgp - 4)
+    return pa, pb
+
+
 @semantic(*_names())
 def c_mfma(inst, ctx):
     out_t, M, N, K, kind = _NAME.match(inst.name).groups()
     M, N, K = int(M), int(N), int(K)
     B = inst.info.get("blocks", 1) or 1
-    for mod in ("cbsz", "abid", "blgp"):
-        if inst.modifiers.get(mod):
-            raise not_emulated(inst, f"{mod} broadcast/permute")
+    pa, pb = mfma_lane_sources(inst, B)
     if kind == "bf16_1k":
         kind = "bf16"
     ka, kb = (kind.split("_") if "8_" in kind else (kind, kind))
@@ -99,8 +120,17 @@ def c_mfma(inst, ctx):
 
     def run(m, w):
         k_ = m.nw(w)
-        A = unpack_items(m.R[w, a0:a0 + na], ka)[:, al, ai]          # [k, B, M, K]
-        Bm = unpack_items(m.R[w, b0:b0 + na], kb)[:, bl, bi]         # [k, B, K, N]
+        if m.strict and not m.execm[w].all():
+            raise EmuError(f"{where(inst)}: EXEC is not all ones; MFMA ignores EXEC (CDNA4 ISA 7.1.2: forced to "
+                           f"all ones), so masked lanes would still be computed and written (emu option "
+                           f"strict=False runs it as silicon does)")
+        ra, rb = m.R[w, a0:a0 + na], m.R[w, b0:b0 + na]
+        if pa is not None:
+            ra = ra[:, :, pa]
+        if pb is not None:
+            rb = rb[:, :, pb]
+        A = unpack_items(ra, ka)[:, al, ai]          # [k, B, M, K]
+        Bm = unpack_items(rb, kb)[:, bl, bi]         # [k, B, K, N]
         if c0 is not None:
             C = m.R[w, c0:c0 + nd][:, dr, dl]                           # [k, B, M, N] raw
         else:
