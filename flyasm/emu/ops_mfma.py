@@ -67,6 +67,53 @@ def layout(M, N, K, B=1):
     return (a_lane, a_item), (b_lane, b_item), (d_reg, d_lane)
 
 
+def _permuter(src_shape, axes, out_shape, flat_index):
+    """fn(x [k, ...]) -> x.reshape(k, *src_shape).transpose(axes).reshape(k, *out_shape), checked
+    once against the flat gather index it must equal (x.reshape(k, -1)[:, flat_index]); when the
+    reshape/transpose form does not match (an unusual shape), the checked gather is used instead."""
+    idx = np.asarray(flat_index).reshape(-1)
+    tr = (0,) + tuple(a + 1 for a in axes)
+    src, out = tuple(int(v) for v in src_shape), tuple(int(v) for v in out_shape)
+    probe = np.arange(int(np.prod(src)))[None]
+    try:
+        ok = np.array_equal(probe.reshape((1,) + src).transpose(tr).reshape(-1), probe.reshape(-1)[idx])
+    except ValueError:
+        ok = False
+    if ok:
+        return lambda x: x.reshape((x.shape[0],) + src).transpose(tr).reshape((x.shape[0],) + out)
+    return lambda x: x.reshape(x.shape[0], -1).take(idx, axis=1).reshape((x.shape[0],) + out)
+
+
+def fast_layout(M, N, K, B, nd):
+    """The layout() gathers as reshape/transpose (numpy fancy indexing with two index arrays is ~10x
+    slower): items [k, 64, K_L] -> A [k, B, M, K] and B [k, B, K, N]; raw C registers [k, nd, 64] ->
+    [k, B, M, N]; and D [k, B, M, N] -> registers [k, nd, 64]. Each is checked against layout()."""
+    (al, ai), (bl, bi), (dr, dl) = layout(M, N, K, B)
+    KL = K // (64 // (M * B))
+    KQ = K // KL
+    H = 4
+    BI = -(-64 // (N * M // H))
+    MI = (64 // BI) // N
+    G = max(M // (H * MI), 1)
+    B0 = min(BI, B)
+    B1 = max(B // B0, 1)
+    take_a = _permuter((KQ, B, M, KL), (1, 2, 0, 3), (B, M, K), al * KL + ai)
+    take_b = _permuter((KQ, B, N, KL), (1, 0, 3, 2), (B, K, N), bl * KL + bi)
+    cidx = (dr * 64 + dl).reshape(-1)
+    take_c = _permuter((B1, G, H, B0, MI, N), (0, 3, 1, 4, 2, 5), (B, M, N), cidx)
+    if cidx.size == nd * 64 and np.unique(cidx).size == cidx.size:
+        inv = np.empty(cidx.size, np.int64)
+        inv[cidx] = np.arange(cidx.size)
+        # the inverse of take_c: [b1, b0, i2, i1, i0, j] -> [b1, i2, i0, b0, i1, j]
+        put_d = _permuter((B1, B0, G, MI, H, N), (0, 2, 4, 1, 3, 5), (nd, 64), inv)
+    else:
+        def put_d(x):
+            res = np.empty((x.shape[0], nd, 64), x.dtype)
+            res[:, dr, dl] = x
+            return res
+    return take_a, take_b, take_c, put_d
+
+
 def _names():
     from ..isa import tables
     out = []
@@ -111,7 +158,7 @@ def c_mfma(inst, ctx):
     vdst, src0, src1, src2 = inst.operands
     nd = inst.slots[0]["dwords"]
     na = inst.slots[1]["dwords"]
-    (al, ai), (bl, bi), (dr, dl) = layout(M, N, K, B)
+    take_a, take_b, take_c, put_d = fast_layout(M, N, K, B, nd)
     d0, a0, b0 = r_index(vdst), r_index(base_of(src0)), r_index(base_of(src1))
     c_reg = base_of(src2)
     c0 = r_index(c_reg) if isinstance(c_reg, Reg) else None
@@ -129,10 +176,10 @@ def c_mfma(inst, ctx):
             ra = ra[:, :, pa]
         if pb is not None:
             rb = rb[:, :, pb]
-        A = unpack_items(ra, ka)[:, al, ai]          # [k, B, M, K]
-        Bm = unpack_items(rb, kb)[:, bl, bi]         # [k, B, K, N]
+        A = take_a(unpack_items(ra, ka))             # [k, B, M, K]
+        Bm = take_b(unpack_items(rb, kb))            # [k, B, K, N]
         if c0 is not None:
-            C = m.R[w, c0:c0 + nd][:, dr, dl]                           # [k, B, M, N] raw
+            C = take_c(m.R[w, c0:c0 + nd])                              # [k, B, M, N] raw
         else:
             C = np.full((k_, B, M, N), cconst, np.uint32)
         if is_int:
@@ -142,7 +189,5 @@ def c_mfma(inst, ctx):
             with np.errstate(all="ignore"):
                 D = C.view(np.float32).astype(np.float64) + np.matmul(A, Bm)
             out = D.astype(np.float32).view(np.uint32)
-        res = np.empty((k_, nd, 64), np.uint32)
-        res[:, dr, dl] = out
-        m.R[w, d0:d0 + nd] = res
+        m.R[w, d0:d0 + nd] = put_d(out)
     return run
