@@ -23,6 +23,8 @@ from ..isa.instruction import Instruction
 from ..isa.operands import Expr, Imm, Label
 from ..isa.syntax import parse_instruction, split_top, strip_comment
 
+_LDS_TAG = re.compile(r";\s*lds:([A-Za-z0-9_.]+)")  # writer's note of Instruction.lds_buffer
+
 
 @dataclass
 class AsmKernel:
@@ -271,6 +273,9 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
             inst.operands = (Label(pc_label(target)),) + tuple(inst.operands[1:])
         place_labels()
         inst.loc, inst.region, inst.pc = loc, region, pc   # .loc holds until the next one, as in DWARF
+        tag = _LDS_TAG.search(s)
+        if tag:
+            inst.lds_buffer = tag.group(1)
         cur.instructions.append(inst)
         cur.encodings.append(enc)
     if in_kd is not None:

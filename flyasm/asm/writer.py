@@ -13,6 +13,7 @@ from ..isa.instruction import Instruction
 from ..isa.operands import Label, local_label
 
 TARGET = "amdgcn-amd-amdhsa--gfx950"
+LDS_SECTION = ".flyasm.lds"
 
 
 def instruction_line(inst: Instruction, local: bool = True) -> str:
@@ -23,7 +24,8 @@ def instruction_line(inst: Instruction, local: bool = True) -> str:
         inst = replace(inst, operands=tuple(Label(local_label(op.name)) if isinstance(op, Label) else op
                                             for op in inst.operands))
     t = inst.text()
-    return f"{t}  ; {inst.comment}" if inst.comment else t
+    notes = [n for n in (f"lds:{inst.lds_buffer}" if inst.lds_buffer else None, inst.comment) if n]
+    return f"{t}  ; {'; '.join(notes)}" if notes else t
 
 
 def render(k) -> tuple[str, dict[int, int]]:
@@ -67,6 +69,8 @@ def render(k) -> tuple[str, dict[int, int]]:
             emit(f"{local_label(name)}:")
         if inst.loc is not None:
             emit(f"\t.loc {files[inst.loc.file]} {inst.loc.line} 0")
+        if inst.lds_buffer:
+            emit(f".Llds_{i}:")
         emit("\t" + instruction_line(inst), i)
     n = len(k.stream)
     for r in reversed(ends.get(n, [])):
@@ -75,6 +79,15 @@ def render(k) -> tuple[str, dict[int, int]]:
         emit(f"{local_label(name)}:")
     emit(f".Lfunc_end_{k.name}:")
     emit(f"\t.size {k.name}, .Lfunc_end_{k.name}-{k.name}")
+    tagged = [(i, inst.lds_buffer) for i, inst in enumerate(k.stream) if inst.lds_buffer]
+    if tagged:
+        # LDS-buffer annotations travel inside the code object (a non-loaded section of
+        # (address, name) records) so `flyasm check X.co` orders DMA and ds_read as the builder did.
+        emit(f'\t.section {LDS_SECTION},"",@progbits')
+        for i, tag in tagged:
+            emit(f"\t.long .Llds_{i}")
+            emit(f'\t.asciz "{tag}"')
+        emit("\t.text")
     if k.foreign is not None and k.foreign.code_end:
         words = k.foreign.code_end
         for i in range(0, len(words), 8):

@@ -79,7 +79,7 @@ def reads_lds(i: Instruction) -> bool:
 
 def lds_buffer(i) -> str | None:
     """The author's LDS-buffer annotation of a DS read or LDS-DMA (None: anywhere in LDS)."""
-    return getattr(i, "lds_buffer", None)
+    return i.lds_buffer if isinstance(i, Instruction) else None
 
 
 def _lds_read_set(ins, writes) -> set:

@@ -39,6 +39,10 @@ class Instruction:
     comment: str | None = None
     raw: bytes | None = None      # exact encoding, written as .long words when text cannot express it
     pc: int | None = None         # byte offset in .text when it came from a code object
+    # Which LDS buffer an LDS access touches, when the author knows it (double-buffered pipelines):
+    # the wait-counter checker then orders it only against accesses of the same buffer. The writer
+    # keeps it as a `; lds:NAME` comment so .s files carry it too.
+    lds_buffer: str | None = None
 
     # ---- table facts -------------------------------------------------------------------------
     @cached_property

@@ -129,27 +129,15 @@ def _strip(meta: dict | None) -> dict:
 
 
 def from_codeobj(co, kernel: str | None = None) -> Program:
-    """A kernel of a CodeObject, disassembled with LLVM's llvm-objdump into the IR."""
-    import subprocess
-    import tempfile
-
-    from ..asm.parser import parse_asm
-    from ..asm.toolchain import find_toolchain
+    """A kernel of a CodeObject, disassembled into the IR by flyasm.codeobj (llvm-objdump)."""
+    from ..codeobj.disasm import disassemble
 
     if not co.kernels:
         raise ReportError(f"{co.path or 'the code object'} holds no kernel descriptors")
     kc = co.kernel(kernel) if kernel else co.kernels[0]
-    tc = find_toolchain()
-    with tempfile.NamedTemporaryFile(suffix=".co") as f:
-        f.write(co.raw)
-        f.flush()
-        r = subprocess.run([str(tc.objdump), "-d", "--mcpu=gfx950", f.name], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise ReportError(f"llvm-objdump cannot disassemble {co.path or 'the code object'}: {r.stderr.strip()[:200]}")
-    mod = parse_asm(r.stdout, co.path)
-    ak = mod.kernel(kc.name)
+    ak = disassemble(co).kernel(kc.name)
     # objdump also lists the s_nop padding after the symbol; keep what the FUNC symbol covers.
-    end = kc.addr + kc.size
+    end = kc.addr - co.text_addr + kc.size
     n = sum(1 for i in ak.instructions if i.pc is None or i.pc < end)
     stream = ak.instructions[:n]
     labels = {name: idx for name, idx in ak.labels.items() if idx <= n}
