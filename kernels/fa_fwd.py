@@ -21,7 +21,9 @@ Pipeline of one 64-key step j (per wave; S_cur holds Sᵀ_j, computed one step e
 
 so the softmax of step j runs under the Q·Kᵀ MFMAs of step j+1 (S ping-pongs between
 v[32:63] and v[64:95], the loop is unrolled twice).  Online softmax runs in the exp2 domain:
-scale·log2(e) is folded into Q when Q is loaded.  The max is "lazy": the running max m used for
+by default scale·log2(e) is applied in the exponent, v_fma_f32(S, c, -m), at no extra cost;
+q_prescale=True instead folds it into Q when Q is loaded (in-flight Q scaling, one rounding of
+Q more: see build()).  The max is "lazy": the running max m used for
 P = exp2(S - m) is only moved when some lane's tile max exceeds it by more than 8 (P ≤ 2^8 stays
 exact enough in bf16 and far from fp32 overflow), so O is rarely rescaled.
 
