@@ -99,10 +99,12 @@ VALU = {
     "v_min3_f32": ("f32", ("f32",) * 3, lambda a, b, c: np.fmin(np.fmin(a, b), c)),
     "v_med3_f32": ("f32", ("f32",) * 3, med3),
     "v_exp_f32": ("f32", ("f32",), lambda a: flush_denorm(np.exp2(a))),
+    # TRANS ops (ISA: 1 ULP, "denormals are flushed"; emulated as inputs and results flushed to
+    # signed zero, as LLVM's denormal-scaling expansions of these instructions assume)
     "v_log_f32": ("f32", ("f32",), lambda a: np.log2(flush_denorm(a))),
-    "v_rcp_f32": ("f32", ("f32",), lambda a: flush_denorm(np.float32(1) / a)),
-    "v_rsq_f32": ("f32", ("f32",), lambda a: flush_denorm(np.float32(1) / np.sqrt(a))),
-    "v_sqrt_f32": ("f32", ("f32",), np.sqrt),
+    "v_rcp_f32": ("f32", ("f32",), lambda a: flush_denorm(np.float32(1) / flush_denorm(a))),
+    "v_rsq_f32": ("f32", ("f32",), lambda a: flush_denorm(np.float32(1) / np.sqrt(flush_denorm(a)))),
+    "v_sqrt_f32": ("f32", ("f32",), lambda a: flush_denorm(np.sqrt(flush_denorm(a)))),
     "v_floor_f32": ("f32", ("f32",), np.floor),
     "v_ceil_f32": ("f32", ("f32",), np.ceil),
     "v_trunc_f32": ("f32", ("f32",), np.trunc),
