@@ -342,3 +342,206 @@ def _compare(text, kind, want, got, got_hi):
 def test_valu_table():
     for k in range(0, len(ROWS), 40):
         _run_rows(ROWS[k:k + 40])
+
+
+# ---- compares, cndmask, packed math, SDWA, DPP, lane ops ---------------------------------------
+CMPF = {"lt": lambda a, b: a < b, "eq": lambda a, b: a == b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+        "lg": lambda a, b: (a < b) | (a > b), "ge": lambda a, b: a >= b, "o": lambda a, b: ~np.isnan(a) & ~np.isnan(b),
+        "u": lambda a, b: np.isnan(a) | np.isnan(b), "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)),
+        "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b),
+        "nlt": lambda a, b: ~(a < b), "ne": lambda a, b: a != b}
+
+
+def _bits_of(m, idx):
+    return int(m.S[0, idx]) | int(m.S[0, idx + 1]) << 32
+
+
+def _mask(bools):
+    return sum(1 << i for i, x in enumerate(bools) if x)
+
+
+def test_vopc_compares_and_class():
+    a, b = f32_bits(), f32_bits()
+    b[:8] = a[:8]                                   # equal pairs, incl. NaN == NaN and -0 == +0 cases
+    ai, bi = u32_bits(), u32_bits()
+    bi[:5] = ai[:5]
+    cls = RNG.integers(0, 1024, 64).astype(np.uint32)
+    lines, want = [], []
+    sd = 8
+    for op in ("lt", "eq", "le", "gt", "lg", "ge", "o", "u", "nge", "nlg", "ngt", "nle", "neq", "nlt"):
+        lines.append(f"v_cmp_{op}_f32_e64 s[{sd}:{sd + 1}], v1, v2")
+        want.append((sd, CMPF[op](F(a), F(b))))
+        sd += 2
+    for t, conv in (("i32", S), ("u32", U)):
+        for op in ("lt", "eq", "le", "gt", "ne", "ge"):
+            lines.append(f"v_cmp_{op}_{t}_e64 s[{sd}:{sd + 1}], v3, v4")
+            want.append((sd, CMPF[op](conv(ai), conv(bi))))
+            sd += 2
+    # class bits: 0 sNaN 1 qNaN 2 -inf 3 -normal 4 -denormal 5 -0 6 +0 7 +denormal 8 +normal 9 +inf
+    x = F(a)
+    c = np.where(np.isnan(x), 1, np.where(np.isinf(x), np.where(x < 0, 2, 9), np.where(x == 0, np.where(
+        np.signbit(x), 5, 6), np.where(np.abs(x) < 2.0 ** -126, np.where(x < 0, 4, 7), np.where(x < 0, 3, 8)))))
+    lines.append(f"v_cmp_class_f32_e64 s[{sd}:{sd + 1}], v1, v5")
+    want.append((sd, ((cls >> c) & 1).astype(bool)))
+    m = snippet(lines, {1: a, 2: b, 3: ai, 4: bi, 5: cls})
+    for (idx, w), text in zip(want, lines):
+        assert _bits_of(m, idx) == _mask(w), text
+
+
+def test_vcmpx_cndmask_and_exec_masking():
+    a, b = u32_bits(), u32_bits()
+    x, y = u32_bits(), u32_bits()
+    lines = ["v_cmp_gt_u32_e32 vcc, v1, v2", "s_nop 1", "v_cndmask_b32_e32 v6, v3, v4, vcc",
+             "s_mov_b64 s[20:21], exec", "v_cmpx_lt_u32_e64 s[22:23], v1, v2", "s_nop 4",
+             "v_mov_b32_e32 v7, v3", "s_mov_b64 exec, s[20:21]"]
+    m = snippet(lines, {1: a, 2: b, 3: x, 4: y, 6: poison(), 7: poison()})
+    gt, lt = a > b, a < b
+    assert np.array_equal(m.R[0, 6], np.where(gt, y, x))               # vcc lane set: src1
+    assert _bits_of(m, 22) == _mask(lt) and _bits_of(m, 106) == _mask(gt)
+    assert np.array_equal(m.R[0, 7], np.where(lt, x, poison()))        # written only where EXEC (= lt)
+
+
+def _pk_ref(op, a, b, c, op_sel, op_sel_hi, neg_lo, neg_hi):
+    def half(v, hi):
+        return H(v >> 16) if hi else H(v)
+    srcs = (a, b, c)
+    lo = [half(srcs[i], op_sel[i]) * (-1 if neg_lo[i] else 1) for i in range(3)]
+    hi = [half(srcs[i], op_sel_hi[i]) * (-1 if neg_hi[i] else 1) for i in range(3)]
+    f = {"add": lambda p, q, r: p + q, "mul": lambda p, q, r: p * q, "fma": lambda p, q, r: p * q + r,
+         "max": lambda p, q, r: fmax_ieee(p, q), "min": lambda p, q, r: fmin_ieee(p, q)}[op]
+    return f(*lo), f(*hi)
+
+
+def test_packed_f16_with_op_sel_and_neg():
+    lines, checks = [], []
+    regs = {}
+    for n, op in enumerate(["add", "mul", "fma", "max", "min"] * 3):
+        a, b, c = (f16_bits() | (f16_bits() << 16) for _ in range(3))
+        r = 8 + 5 * n
+        regs.update({r: a, r + 1: b, r + 2: c, r + 3: poison()})
+        sel = [list(RNG.integers(0, 2, 3)) for _ in range(4)]
+        if n < 5:
+            sel = [[0, 0, 0], [1, 1, 1], [0, 0, 0], [0, 0, 0]]       # defaults
+        nsrc = 3 if op == "fma" else 2
+        srcs = f"v{r}, v{r + 1}" + (f", v{r + 2}" if nsrc == 3 else "")
+        mods = "" if n < 5 else " " + " ".join(f"{k}:[{','.join(str(int(x)) for x in v[:nsrc])}]"
+                                                 for k, v in zip(("op_sel", "op_sel_hi", "neg_lo", "neg_hi"), sel))
+        lines.append(f"v_pk_{op}_f16 v{r + 3}, {srcs}{mods}")
+        checks.append((lines[-1], r + 3, op, _pk_ref(op, a, b, c, *sel)))
+    m = snippet(lines + ["s_nop 2"], regs)
+    for text, d, op, (lo, hi) in checks:
+        got = m.R[0, d]
+        for g, w in ((got & 0xFFFF, lo), (got >> 16, hi)):
+            wb = to_f16(w)
+            gf = g.astype(np.uint16).view(np.float16)
+            ok = (g == wb) | (np.isnan(w) & np.isnan(gf))
+            if op in ("max", "min"):
+                ok |= (gf == 0) & (wb.astype(np.uint16).view(np.float16) == 0)
+            assert ok.all(), (text, g[~ok][:3], wb[~ok][:3])
+
+
+def test_packed_f32():
+    a0, a1, b0, b1 = f32_bits(), f32_bits(), f32_bits(), f32_bits()
+    c0, c1 = int_f32_bits(), int_f32_bits()
+    i0, i1, j0, j1 = (int_f32_bits() for _ in range(4))
+    regs = {2: a0, 3: a1, 4: b0, 5: b1, 6: c0, 7: c1, 12: i0, 13: i1, 14: j0, 15: j1,
+            20: poison(), 21: poison(), 22: poison(), 23: poison(), 24: poison(), 25: poison()}
+    m = snippet(["v_pk_add_f32 v[20:21], v[2:3], v[4:5]",
+                 "v_pk_mul_f32 v[22:23], v[2:3], v[4:5] op_sel:[1,0] op_sel_hi:[0,1] neg_lo:[0,1]",
+                 "v_pk_fma_f32 v[24:25], v[12:13], v[14:15], v[6:7] neg_hi:[1,0,0]", "s_nop 2"], regs)
+    _compare("pk_add lo", "f32", F(a0) + F(b0), m.R[0, 20], None)
+    _compare("pk_add hi", "f32", F(a1) + F(b1), m.R[0, 21], None)
+    _compare("pk_mul lo", "f32", F(a1) * -F(b0), m.R[0, 22], None)
+    _compare("pk_mul hi", "f32", F(a0) * F(b1), m.R[0, 23], None)
+    _compare("pk_fma lo", "f32", F(i0) * F(j0) + F(c0), m.R[0, 24], None)
+    _compare("pk_fma hi", "f32", -F(i1) * F(j1) + F(c1), m.R[0, 25], None)
+
+
+SELS = {"BYTE_0": (0, 8), "BYTE_1": (8, 8), "BYTE_2": (16, 8), "BYTE_3": (24, 8), "WORD_0": (0, 16),
+        "WORD_1": (16, 16), "DWORD": (0, 32)}
+
+
+def test_sdwa_selects():
+    lines, checks, regs = [], [], {}
+    for n in range(12):
+        a, b, old = u32_bits(), u32_bits(), u32_bits()
+        s0, s1, ds = (list(SELS)[i] for i in RNG.integers(0, 7, 3))
+        unused = ["UNUSED_PRESERVE", "UNUSED_PAD", "UNUSED_SEXT"][n % 3]
+        sx = n % 4 == 0
+        r = 8 + 4 * n
+        regs.update({r: a, r + 1: b, r + 2: old})
+        src0 = f"sext(v{r})" if sx else f"v{r}"
+        lines.append(f"v_add_u32_sdwa v{r + 2}, {src0}, v{r + 1} dst_sel:{ds} dst_unused:{unused} "
+                     f"src0_sel:{s0} src1_sel:{s1}")
+
+        def sel(v, name, signed):
+            off, nb = SELS[name]
+            x = (U(v) >> off) & ((1 << nb) - 1)
+            return sext(x, nb) if signed and nb < 32 else x
+        res = (sel(a, s0, sx) + sel(b, s1, False)) & M32
+        off, nb = SELS[ds]
+        field = (res & ((1 << nb) - 1)) << off
+        if nb == 32:
+            want = res
+        elif unused == "UNUSED_PRESERVE":
+            want = field | (U(old) & ~(((1 << nb) - 1) << off) & M32)
+        elif unused == "UNUSED_SEXT":
+            top = off + nb
+            signbit = (field >> (top - 1)) & 1
+            want = field | np.where(signbit == 1, (M32 << top) & M32, 0) if top < 32 else field
+        else:
+            want = field
+        checks.append((lines[-1], r + 2, want))
+    m = snippet(lines + ["s_nop 1"], regs)
+    for text, d, want in checks:
+        assert np.array_equal(m.R[0, d], u32(want)), text
+
+
+def _dpp_src(ctrl):
+    r = L % 16
+    if ctrl.startswith("row_ror:"):
+        n = int(ctrl.split(":")[1])
+        return 16 * (L // 16) + (r - n) % 16            # rotate right within the row: lane gets lane-n
+    return {"row_mirror": 16 * (L // 16) + 15 - r, "row_half_mirror": 8 * (L // 8) + 7 - L % 8,
+            "row_bcast:15": np.where(L >= 16, 16 * (L // 16) - 1, -1), "row_bcast:31": np.where(L >= 32, 31, -1),
+            "wave_shl:1": np.where(L < 63, L + 1, -1), "wave_shr:1": np.where(L > 0, L - 1, -1),
+            "wave_rol:1": (L + 1) % 64, "wave_ror:1": (L - 1) % 64}[ctrl]
+
+
+def test_dpp_controls_masks_bound_ctrl():
+    ctrls = ["row_ror:1", "row_ror:7", "row_ror:15", "row_mirror", "row_half_mirror", "row_bcast:15", "row_bcast:31",
+             "wave_shl:1", "wave_shr:1", "wave_rol:1", "wave_ror:1"]
+    lines, checks, regs = [], [], {}
+    ex = RNG.random(64) < 0.8
+    for n, ctrl in enumerate(ctrls * 2):
+        x, old, y = u32_bits(), u32_bits(), u32_bits()
+        rm, bm = (int(RNG.integers(1, 16)), int(RNG.integers(1, 16))) if n >= len(ctrls) else (15, 15)
+        bc = n % 2 == 1
+        r = 8 + 3 * n
+        regs.update({r: x, r + 1: old, r + 2: y})
+        lines.append(f"v_add_u32_dpp v{r + 1}, v{r}, v{r + 2} {ctrl} row_mask:0x{rm:x} bank_mask:0x{bm:x}"
+                     + (" bound_ctrl:1" if bc else ""))
+        src = _dpp_src(ctrl)
+        valid = (src >= 0) & ex[np.maximum(src, 0)]       # the source lane exists and is active
+        enabled = (((rm >> (L // 16)) & 1) & ((bm >> ((L % 16) // 4)) & 1)).astype(bool) & ex
+        val = np.where(valid, U(x)[np.maximum(src, 0)], 0)
+        # invalid source: bound_ctrl -> reads 0; otherwise the lane is not written
+        write = enabled & (valid | bc)
+        want = np.where(write, (val + U(y)) & M32, U(old))
+        checks.append((lines[-1], r + 1, want))
+    m = snippet(lines, regs, exec_mask=ex)
+    for text, d, want in checks:
+        assert np.array_equal(m.R[0, d], u32(want)), text
+
+
+def test_readlane_writelane_readfirstlane():
+    x = u32_bits()
+    ex = RNG.random(64) < 0.5
+    ex[:3] = False
+    ln = int(RNG.integers(0, 64))
+    m = snippet(["v_readlane_b32 s10, v1, s12", "v_readfirstlane_b32 s11, v1", "v_writelane_b32 v2, s13, s12",
+                 "v_readlane_b32 s14, v1, 70"],
+                {1: x, 2: poison()}, sregs={12: ln, 13: 0x12345678}, exec_mask=ex)
+    first = int(np.argmax(ex))
+    assert m.S[0, 10] == x[ln] and m.S[0, 11] == x[first] and m.S[0, 14] == x[70 % 64]
+    assert np.array_equal(m.R[0, 2], np.where(L == ln, 0x12345678, poison()))     # EXEC ignored (ISA)
