@@ -50,10 +50,10 @@ SOP2 = {
     "s_bfm_b32": (1, lambda a, b, c: ((((U64(1) << (a & U64(31))) - U64(1)) << (b & U64(31))) & M32, None)),
     "s_bfe_u32": (1, lambda a, b, c: _nz(_bfe(a, b))),
     "s_bfe_i32": (1, lambda a, b, c: _nz(_bfe_s(a, b))),
-    "s_lshl1_add_u32": (1, lambda a, b, c: ((a << U64(1)) + b, ((a << U64(1)) + b) >> U64(32))),
-    "s_lshl2_add_u32": (1, lambda a, b, c: ((a << U64(2)) + b, ((a << U64(2)) + b) >> U64(32))),
-    "s_lshl3_add_u32": (1, lambda a, b, c: ((a << U64(3)) + b, ((a << U64(3)) + b) >> U64(32))),
-    "s_lshl4_add_u32": (1, lambda a, b, c: ((a << U64(4)) + b, ((a << U64(4)) + b) >> U64(32))),
+    "s_lshl1_add_u32": (1, lambda a, b, c: ((a << U64(1)) + b, ((a << U64(1)) + b) >> U64(32) != 0)),
+    "s_lshl2_add_u32": (1, lambda a, b, c: ((a << U64(2)) + b, ((a << U64(2)) + b) >> U64(32) != 0)),
+    "s_lshl3_add_u32": (1, lambda a, b, c: ((a << U64(3)) + b, ((a << U64(3)) + b) >> U64(32) != 0)),
+    "s_lshl4_add_u32": (1, lambda a, b, c: ((a << U64(4)) + b, ((a << U64(4)) + b) >> U64(32) != 0)),
     "s_absdiff_i32": (1, lambda a, b, c: _nz(np.abs(i32(a) - i32(b)).astype(np.uint64) & M32)),
 }
 for _w, _m in ((1, "b32"), (2, "b64")):
