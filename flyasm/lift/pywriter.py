@@ -101,9 +101,23 @@ class Renderer:
             return None
         return new if new.text() == inst.text() else None
 
-    def line(self, inst: Instruction, enc: bytes | None) -> tuple[Line, Instruction]:
+    _UNSET = object()
+
+    def line(self, inst: Instruction, enc: bytes | None, new=_UNSET) -> tuple[Line, Instruction]:
+        """The Python line for one instruction; `new` is builder_ok(inst) when already known.
+        An LDS-buffer tag (what the wait-counter checker orders DMA and reads by) is kept."""
+        ln, out = self._line(inst, enc, new)
+        tag = getattr(inst, "lds_buffer", None)
+        if tag:
+            out.lds_buffer = tag
+            code, sep, note = ln.text.partition("  # ")
+            ln.text = f"{code}.lds_buffer = {tag!r}" + (f"{sep}{note}" if sep else "")
+        return ln, out
+
+    def _line(self, inst: Instruction, enc: bytes | None, new=_UNSET) -> tuple[Line, Instruction]:
         used: set = set()
-        new = self.builder_ok(inst)
+        if new is Renderer._UNSET:
+            new = self.builder_ok(inst)
         if new is not None:
             ops = inst.operands
             if inst.mnemonic.startswith("s_waitcnt") and len(ops) == 1 and isinstance(ops[0], Waitcnt):

@@ -97,7 +97,9 @@ def _name_labels(body: list[Instruction], labels: dict[str, int], names_from) ->
     rename = {}
     for lab, idx in labels.items():
         if idx in given:
-            rename[lab] = given[idx]
+            g = given[idx]
+            # our writer turns label NAME into the local .LNAME: give the builder NAME back
+            rename[lab] = g[2:] if g.startswith(".L") and (g[2:3].isalpha() or g[2:3] == "_") else g
         elif lab.startswith(".L_pc_0x"):
             rename[lab] = ("loop_" if lab in backward else "bb_") + lab[len(".L_pc_"):]
         else:
