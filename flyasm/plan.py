@@ -139,6 +139,13 @@ class RegisterPlan:
 
     def region_of(self, file: str, index: int) -> str | None:
         """The innermost declared region holding this register (an alias wins over its parent)."""
+        cache = self.__dict__.setdefault("_region_cache", {})
+        key = (file, index, len(self.regions))   # regions only grow while the plan is declared
+        if key not in cache:
+            cache[key] = self._region_of(file, index)
+        return cache[key]
+
+    def _region_of(self, file: str, index: int) -> str | None:
         best = None
         for r in self.regions.values():
             g = r.reg

@@ -19,6 +19,13 @@ _FLOAT_TEXT = {v: k for k, v in INLINE_FLOATS.items()}
 
 def strip_comment(line: str) -> str:
     """Remove ';' and '//' comments (not inside quotes)."""
+    if '"' not in line:   # the common case, without the character loop
+        cut = len(line)
+        for mark in (";", "//"):
+            i = line.find(mark)
+            if 0 <= i < cut:
+                cut = i
+        return line[:cut].strip()
     out, q = [], False
     i = 0
     while i < len(line):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import FlyasmError, PlanError
-from ..isa.operands import Reg
+from ..isa.operands import Mod, Reg
 from ..kernel import Kernel
 from ..plan import RegisterPlan
 from .layout import Chunk, Node, Step, blocks_and_loops, from_regions, plan_steps
@@ -76,13 +76,13 @@ def lift(path, *, stem: str | None = None, func_limit: int = FUNC_LIMIT, file_li
         raise LiftError(f"kernel {src.name} has no instructions")
     regions = infer(stream, _kernarg_ptr(src)) if infer_plan else []
     params = kernel_params(src)
-    k, regions = _build_in_memory(src, params, regions)
-    index = RegionIndex(regions)
-    rnd = Renderer(index)
-    encs = [i.raw for i in stream]
+    rnd0 = Renderer(RegionIndex([]))
+    built = [rnd0.builder_ok(inst) for inst in stream]
+    k, regions = _build_in_memory(src, params, regions, [rnd0.line(i, i.raw, b)[1] for i, b in zip(stream, built)])
+    rnd = Renderer(RegionIndex(regions))
     lines: list[Line] = []
-    for inst, enc in zip(stream, encs):
-        ln, _ = rnd.line(inst, enc)
+    for inst, b in zip(stream, built):
+        ln, _ = rnd.line(inst, inst.raw, b)
         if inst.comment and not ln.text.endswith(inst.comment):
             ln.text += f"  # {inst.comment}"
         lines.append(ln)
@@ -96,28 +96,30 @@ def lift(path, *, stem: str | None = None, func_limit: int = FUNC_LIMIT, file_li
     return Lifted(src.name, files, k, src, regions, n, rnd.raw_count, nfunc)
 
 
-def _build_in_memory(src: LiftSource, params: dict, regions: list[PlanRegion]):
-    """The Kernel build() makes (without regions): gives the computed descriptor and a check that
-    the plan accepts every instruction. A plan the instructions violate is dropped, not forced."""
-    rnd = Renderer(RegionIndex([]))
-    insts = [rnd.line(i, i.raw)[1] for i in src.stream]
-    for attempt in (regions, []):
-        plan = RegisterPlan(src.name, regions={r.name: r.reg for r in attempt}) if attempt else None
-        k = Kernel(src.name, plan=plan, **params)
-        label_at: dict[int, list[str]] = {}
-        for lab, idx in src.labels.items():
-            label_at.setdefault(idx, []).append(lab)
-        try:
-            for i, inst in enumerate(insts):
-                for lab in label_at.get(i, ()):
-                    k.label(lab)
-                k.emit(inst)
-            for lab in label_at.get(len(insts), ()):
-                k.label(lab)
-        except PlanError:
-            continue
-        return k, list(attempt)
-    raise LiftError(f"kernel {src.name} cannot be rebuilt")   # pragma: no cover - the empty plan always fits
+def _build_in_memory(src: LiftSource, params: dict, regions: list[PlanRegion], insts: list):
+    """The Kernel build() makes (without regions or plan checks): gives the computed descriptor.
+    The plan is kept only if RegisterPlan accepts it and every wide operand is aligned the way
+    its checks want (an inferred region never splits an operand: overlapping tuples merge)."""
+    try:
+        RegisterPlan(src.name, regions={r.name: r.reg for r in regions})
+    except PlanError:
+        regions = []
+    for inst in insts:
+        for op in inst.operands:
+            r = op.base if isinstance(op, Mod) else op
+            if isinstance(r, Reg) and r.count >= 2 and r.index % (2 if r.file in "va" or r.count == 2 else 4):
+                regions = []
+    k = Kernel(src.name, **params)
+    label_at: dict[int, list[str]] = {}
+    for lab, idx in src.labels.items():
+        label_at.setdefault(idx, []).append(lab)
+    for i, inst in enumerate(insts):
+        for lab in label_at.get(i, ()):
+            k.label(lab)
+        k.emit(inst)
+    for lab in label_at.get(len(insts), ()):
+        k.label(lab)
+    return k, list(regions)
 
 
 def _chunks(steps: list[Step]):
