@@ -66,6 +66,10 @@ class Memory:
         """Arena offsets of accesses [addr, addr+nbytes) (int64 array); raises if any leaves its allocation."""
         off = addr.astype(np.int64) - BASE
         if off.size:
+            lo, hi = int(off.min()), int(off.max())
+            k0 = int(np.searchsorted(self._starts, lo, side="right")) - 1
+            if k0 >= 0 and hi + nbytes <= self._ends[k0]:
+                return off                       # all inside one allocation (the common case)
             k = np.searchsorted(self._starts, off, side="right") - 1
             kk = np.maximum(k, 0)
             bad = (k < 0) | (off + nbytes > self._ends[kk])

@@ -24,15 +24,31 @@ def _dst_rows(op, n):
 
 def _land_v(rows, data, mask, waves):
     """land(m, sel): write data [k, n, 64] under mask [k, 64] to rows of waves[sel]."""
+    r0, r1 = int(rows[0]), int(rows[-1]) + 1
+    contiguous = r1 - r0 == len(rows)
+
     def land(m, sel):
         ws = waves[sel]
-        cur = m.R[ws[:, None], rows[None, :]]
-        m.R[ws[:, None], rows[None, :]] = np.where(mask[sel][:, None, :], data[sel], cur)
+        if not contiguous:
+            cur = m.R[ws[:, None], rows[None, :]]
+            m.R[ws[:, None], rows[None, :]] = np.where(mask[sel][:, None, :], data[sel], cur)
+            return
+        everyone = sel.all()
+        # all waves in order (ids are sorted and unique): a plain slice, no fancy indexing
+        wi = slice(None) if everyone and len(ws) == m.W else ws
+        mk = mask if everyone else mask[sel]
+        dt = data if everyone else data[sel]
+        if mk.all():
+            m.R[wi, r0:r1] = dt
+        else:
+            m.R[wi, r0:r1] = np.where(mk[:, None, :], dt, m.R[wi, r0:r1])
     return land
 
 
 def gather(arena, off, nbytes):
     """Bytes [k, 64, nbytes] -> dwords [k, n, 64]."""
+    if nbytes % 4 == 0 and arena.size % 4 == 0 and not (off & 3).any():     # aligned: gather dwords
+        return arena.view(U32)[(off >> 2)[..., None] + np.arange(nbytes // 4)].transpose(0, 2, 1)
     b = arena[off[..., None] + np.arange(nbytes)]
     return np.ascontiguousarray(b).view(U32).transpose(0, 2, 1)
 
@@ -314,9 +330,14 @@ def global_address(inst):
 def _read_lanes(m, inst, addr, ok, ex, nbytes):
     """Gather nbytes per active in-range lane; returns dwords [k, ceil(n/4), 64] (zeros elsewhere)."""
     act = ex if ok is None else ex & ok
-    safe = np.where(act, addr, 0)
-    off = np.zeros(addr.shape, np.int64)
-    off[act] = m.mem.offsets(safe[act], nbytes, lambda: where(inst))
+    if act.all():
+        off = m.mem.offsets(addr, nbytes, lambda: where(inst))
+        if nbytes % 4 == 0 and not (off & 3).any():                          # aligned: gather dwords
+            return m.mem.arena.view(U32)[(off >> 2)[..., None] + np.arange(nbytes // 4)].transpose(0, 2, 1), act
+    else:
+        safe = np.where(act, addr, 0)
+        off = np.zeros(addr.shape, np.int64)
+        off[act] = m.mem.offsets(safe[act], nbytes, lambda: where(inst))
     nb4 = max(4, nbytes)
     b = m.mem.arena[off[..., None] + np.arange(nb4)] if nbytes >= 4 else \
         np.concatenate([m.mem.arena[off[..., None] + np.arange(nbytes)],
@@ -385,9 +406,12 @@ def _mem_store(inst, addr_fn, nbytes):
         addr, ok = addr_fn(m, w, nbytes)
         act = ex if ok is None else ex & ok
         vals = m.R[w, row:row + ndw]
-        b = np.ascontiguousarray(vals.transpose(0, 2, 1)).view(np.uint8)[..., :nbytes]
         off = m.mem.offsets(addr[act], nbytes, lambda: where(inst))
-        m.mem.arena[off[:, None] + np.arange(nbytes)] = b[act]
+        if nbytes % 4 == 0 and not (off & 3).any():                          # aligned: scatter dwords
+            m.mem.arena.view(U32)[(off >> 2)[:, None] + np.arange(nbytes // 4)] = vals.transpose(0, 2, 1)[act]
+        else:
+            b = np.ascontiguousarray(vals.transpose(0, 2, 1)).view(np.uint8)[..., :nbytes]
+            m.mem.arena[off[:, None] + np.arange(nbytes)] = b[act]
         m.issue(w, inst, "vm", None)
     return run
 
