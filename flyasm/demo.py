@@ -30,30 +30,26 @@ def main(out_dir: str = "out/demo") -> int:
     out = ROOT / out_dir
     print("flyasm demo: attention forward for gfx950 (head dim 128), built and checked on the CPU\n")
 
-    # 1. Build every variant: llvm-mc + ld.lld, static wait/hazard checks must find nothing.
-    variants = [dict(dtype=d, causal=c, num_heads=4, num_kv_heads=1) for d in ("bf16", "f16") for c in (False, True)]
-    built = {}
-    for p in variants:
-        t = time.perf_counter()
-        k = fa.build(**p)
-        res = k.build(out)
-        built[(p["dtype"], p["causal"])] = (k, res)
-        st = stats(k)
-        print(f"  built {k.name:32s} {len(k.stream):5d} instructions  checker: no findings  "
-              f"VGPR {st['registers']['used']['vgpr']} SGPR {st['registers']['used']['sgpr']} "
-              f"LDS {k.lds // 1024} KiB  ({time.perf_counter() - t:.1f} s)")
+    # 1. Build the attention set (every variant: llvm-mc + ld.lld; the static wait/hazard checker
+    #    must find nothing) into .co files plus an aiter-style CSV manifest.
+    from .dispatch import Dispatcher, attention, build_set
+    res = build_set(f"{ROOT / 'kernels' / 'fa_fwd_set.py'}:NATURAL", out / "set", progress=True)
+    print(f"  built and checked {len(res.builds)} variants in {res.wall_s:.1f} s -> {res.manifest.relative_to(ROOT)}:\n")
+    print("\n".join("    " + line for line in res.manifest.read_text().splitlines()))
 
-    # 2. Run one in the emulator against torch: GQA 4:1, lengths that are not multiples of the tiles.
+    # 2. One call through the dispatcher, run in the strict emulator, against torch:
+    #    GQA 4:1, causal, lengths that are not multiples of the 256-row / 64-key tiles.
     torch.manual_seed(1234)
     B, Hq, Hkv, Sq, Sk = 1, 4, 1, 300, 300
     q = torch.randn(B, Hq, Sq, 128).bfloat16()
     kk = torch.randn(B, Hkv, Sk, 128).bfloat16()
     vv = torch.randn(B, Hkv, Sk, 128).bfloat16()
-    kern = built[("bf16", True)][0]
-    print(f"\n  emulating {kern.name} on q[{B},{Hq},{Sq},128], k/v[{B},{Hkv},{Sk},128] "
-          f"(grid {-(-Sq // 256)}x{Hq}x{B} workgroups of 512 threads) ...")
+    d = Dispatcher(res.manifest)
+    entry = d.select(dtype="bf16", hdim_q=128, hdim_v=128, causal=True, gqa=Hq // Hkv)
+    print(f"\n  flyasm.attention(q[{B},{Hq},{Sq},128], k/v[{B},{Hkv},{Sk},128], causal=True) selects "
+          f"{entry.knl_name}; emulating {-(-Sq // 256)}x{Hq}x{B} workgroups of 512 threads ...")
     t = time.perf_counter()
-    o, lse = fa.run(q, kk, vv, causal=True, kernel=kern)
+    o, lse = attention(q, kk, vv, causal=True, kernels=d, return_lse=True)
     dt = time.perf_counter() - t
     ref, ref_lse = fa.reference(q, kk, vv, causal=True)
     err = (o.float() - ref).abs().max().item()
@@ -61,6 +57,7 @@ def main(out_dir: str = "out/demo") -> int:
     ok = bool(torch.isfinite(o).all()) and err < 1e-2 and lse_err < 1e-4
     print(f"  emulator vs torch (float32): max |dO| = {err:.4f} (bf16 tolerance 1e-2), "
           f"max |dLSE| = {lse_err:.2e}  -> {'OK' if ok else 'MISMATCH'}  ({dt:.1f} s)")
+    kern = fa.build(**entry.params)
 
     # 3. The report: the steady-state loop of the same kernel, per cluster, and the static model.
     st = stats(kern)
@@ -71,7 +68,7 @@ def main(out_dir: str = "out/demo") -> int:
             print(f"    {r['name']:22s} {mix}")
     print()
     print("\n".join("  " + line for line in format_model(model(kern)).splitlines()))
-    print(f"\n  outputs in {out.relative_to(ROOT)}/ (.s with .loc to the builder lines, .co, .json)")
+    print(f"\n  code objects and manifest in {out.relative_to(ROOT)}/set/")
     return 0 if ok else 1
 
 
