@@ -282,6 +282,41 @@ def lift(src, out, no_verify):
                + ("" if no_verify else "; build() gives back the same bytes"))
 
 
+@main.command()
+@click.argument("co", type=click.Path(dir_okay=False))
+@click.option("--grid", default="1", show_default=True, help="WORKGROUPS per dimension: X[,Y[,Z]] (HIP gridDim).")
+@click.option("--block", default=None, help="Work-items per workgroup: X[,Y[,Z]] (default: the metadata's "
+              ".max_flat_workgroup_size).")
+@click.option("--arg", "args", multiple=True, metavar="[NAME=]VALUE",
+              help="A kernel argument, by metadata name, by index (2=...) or in order: @file.npy, "
+                   "zeros:4096xf32 or a number.")
+@click.option("--out", "outs", multiple=True, metavar="NAME=FILE.npy", help="Save a pointer argument after the run.")
+@click.option("--kernel", default=None, help="Kernel name when the code object holds several.")
+@click.option("--lds", type=int, default=0, help="Dynamic LDS bytes on top of the kernel's static LDS.")
+@click.option("--trace", type=int, default=None, metavar="WAVE",
+              help="Print every instruction WAVE executes with its register deltas.")
+@click.option("--seed", type=int, default=None, help="Interleave waves randomly (seeded) instead of in lock step.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@handles_errors
+def emu(co, grid, block, args, outs, kernel, lds, trace, seed, no_progress):
+    """Run a code object in the CPU emulator: pointer arguments get device buffers filled from
+    .npy files (or zeros:SHAPExDTYPE), by-value arguments take numbers; --out saves buffers."""
+    from .run import emu_cli
+    g = emu_cli.parse_dims(grid, "grid")
+    if block is None:
+        from .codeobj.reader import read_code_object
+        obj = read_code_object(co)
+        ks = [k for k in obj.kernels if kernel in (None, k.name)]
+        mb = (ks[0].metadata or {}).get(".max_flat_workgroup_size") if len(ks) == 1 else None
+        if not mb:
+            raise FlyasmError("give --block (the metadata has no .max_flat_workgroup_size)", find_loc=False)
+        b = (int(mb),)
+    else:
+        b = emu_cli.parse_dims(block, "block")
+    emu_cli.run(co, g, b, args, outs, kernel=kernel, lds=lds, trace=trace, progress=not no_progress, seed=seed,
+                echo=click.echo)
+
+
 # stats, diff, plan live with the reports (flyasm/report/cli.py).
 from .report.cli import register as _register_reports  # noqa: E402
 

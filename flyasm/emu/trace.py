@@ -65,6 +65,6 @@ class Observer:
             parts.append(f"{_SNAMES.get(si, f's{si}')} 0x{int(S0[si]):08x}->0x{int(m.S[t, si]):08x}")
         npc = int(m.pc[t])
         jump = f"  -> pc 0x{m.program.insts[npc].pc:04x}" if npc != pc0 + 1 and npc < len(m.program.insts) else ""
-        print(f"[w{t}] {inst.pc or 0:04x}: {inst.text():<60s}{jump}", file=self.out)
+        print(f"[w{t}] {inst.pc or 0:04x}: {inst.text():<60s}{jump}".rstrip(), file=self.out)
         for part in parts:
             print(f"        {part}", file=self.out)
