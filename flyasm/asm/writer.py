@@ -60,6 +60,7 @@ def render(k) -> tuple[str, dict[int, int]]:
     for r in k.regions:
         starts.setdefault(r.start, []).append(r)
         ends.setdefault(r.end, []).append(r)
+    last_loc = None
     for i, inst in enumerate(k.stream):
         for r in reversed(ends.get(i, [])):
             emit(f"\t; end region {'/'.join(r.path)}")
@@ -67,11 +68,11 @@ def render(k) -> tuple[str, dict[int, int]]:
             emit(f"\t; region {'/'.join(r.path)}")
         for name in labels_at.get(i, []):
             emit(f"{local_label(name)}:")
-        if inst.loc is not None:
+        # A DWARF row holds until the next one: a .loc only where the Python line changes.
+        if inst.loc is not None and inst.loc != last_loc:
             emit(f"\t.loc {files[inst.loc.file]} {inst.loc.line} 0")
-        if inst.lds_buffer:
-            emit(f".Llds_{i}:")
-        emit("\t" + instruction_line(inst), i)
+            last_loc = inst.loc
+        emit(f"\t{instruction_line(inst)}", i)
     n = len(k.stream)
     for r in reversed(ends.get(n, [])):
         emit(f"\t; end region {'/'.join(r.path)}")
@@ -81,12 +82,12 @@ def render(k) -> tuple[str, dict[int, int]]:
     emit(f"\t.size {k.name}, .Lfunc_end_{k.name}-{k.name}")
     tagged = [(i, inst.lds_buffer) for i, inst in enumerate(k.stream) if inst.lds_buffer]
     if tagged:
-        # LDS-buffer annotations travel inside the code object (a non-loaded section of
-        # (address, name) records) so `flyasm check X.co` orders DMA and ds_read as the builder did.
+        # LDS-buffer annotations travel inside the code object, in a non-loaded section of
+        # "KERNEL:INDEX:BUFFER" strings (INDEX = the instruction's ordinal in the kernel), so
+        # `flyasm check X.co` orders DMA and ds_read exactly as the builder did.
         emit(f'\t.section {LDS_SECTION},"",@progbits')
         for i, tag in tagged:
-            emit(f"\t.long .Llds_{i}")
-            emit(f'\t.asciz "{tag}"')
+            emit(f'\t.asciz "{k.name}:{i}:{tag}"')
         emit("\t.text")
     if k.foreign is not None and k.foreign.code_end:
         words = k.foreign.code_end

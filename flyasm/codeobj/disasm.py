@@ -54,9 +54,8 @@ def disassemble(src) -> AsmModule:
         raise CodeObjectError(f"llvm-objdump covered {total} of {len(co.text)} bytes of .text", find_loc=False)
     sizes = {f.name: f for f in co.functions}
     for k in mod.kernels:
-        for inst in k.instructions:
-            if inst.pc in co.lds_tags:
-                inst.lds_buffer = co.lds_tags[inst.pc]
+        for n, inst in enumerate(k.instructions):
+            inst.lds_buffer = co.lds_tags.get((k.name, n), inst.lds_buffer)
         if k.name in sizes:
             k.addr, k.size = sizes[k.name].value - co.text_addr, sizes[k.name].size
         for kc in co.kernels:

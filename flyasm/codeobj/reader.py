@@ -66,7 +66,7 @@ class CodeObject:
     metadata_raw: bytes | None
     path: str | None = None
     functions: list[Symbol] = field(default_factory=list)   # FUNC symbols in .text, by address
-    lds_tags: dict[int, str] = field(default_factory=dict)  # .text offset -> LDS buffer (flyasm's own .co)
+    lds_tags: dict[tuple[str, int], str] = field(default_factory=dict)  # (kernel, ordinal) -> LDS buffer
 
     @property
     def target(self) -> str:
@@ -207,22 +207,24 @@ def _read(data: bytes) -> CodeObject:
             seen.add(s_.name)
             funcs.append(s_)
     return CodeObject(data, flags, abi, cov, mach, xnack, sramecc, symbols, text, text_addr, kernels, metadata,
-                      meta_raw, functions=funcs, lds_tags=_lds_tags(elf, text_addr))
+                      meta_raw, functions=funcs, lds_tags=_lds_tags(elf))
 
 
-def _lds_tags(elf, text_addr: int) -> dict[int, str]:
-    """flyasm's LDS-buffer annotations: records of (u32 address, NUL-terminated name)."""
+def _lds_tags(elf) -> dict[tuple[str, int], str]:
+    """flyasm's LDS-buffer annotations: NUL-separated "KERNEL:INDEX:BUFFER" strings."""
     sec = elf.get_section_by_name(".flyasm.lds")
     if sec is None:
         return {}
-    data, tags, i = sec.data(), {}, 0
-    while i + 4 <= len(data):
-        addr = int.from_bytes(data[i:i + 4], "little")
-        end = data.find(b"\0", i + 4)
-        if end < 0:
-            raise CodeObjectError("the .flyasm.lds section is truncated", find_loc=False)
-        tags[addr - text_addr] = data[i + 4:end].decode("ascii", "replace")
-        i = end + 1
+    tags = {}
+    for rec in sec.data().split(b"\0"):
+        if not rec:
+            continue
+        try:
+            kname, index, tag = rec.decode("ascii").rsplit(":", 2)
+            tags[(kname, int(index))] = tag
+        except (UnicodeDecodeError, ValueError):
+            raise CodeObjectError(f"the .flyasm.lds section has a malformed record {rec[:40]!r}",
+                                  find_loc=False) from None
     return tags
 
 
