@@ -42,6 +42,8 @@ IMM_RANGES = {
     "s_nop": (0, 15, "s_nop N waits N+1 states, N 0..15 on gfx950"),
     "s_setprio": (0, 3, "wave priority is 0..3"),
     "s_sleep": (0, 127, "s_sleep takes 0..127"),
+    "s_set_gpr_idx_mode": (0, 15, "s_set_gpr_idx_mode takes a 4-bit mode mask"),
+    "s_set_gpr_idx_on": (0, 15, "s_set_gpr_idx_on takes a 4-bit mode mask"),
 }
 _IMM_KINDS = {"imm16", "simm8", "label", "hwreg", "sendmsg", "waitcnt"}
 
@@ -80,7 +82,18 @@ def _range_check(fam: str, name: str, value, mnemonic: str) -> None:
         raise OperandError(f"{mnemonic} {name}:{value} is out of range ({r[0]}..{r[1]})")
 
 
+# The order llvm-mc prints modifiers in; its parser insists on some of it (MUBUF `offen` before
+# `offset:`), so builders always emit this order whatever order the keywords came in.
+MOD_ORDER = ["offen", "idxen", "offset", "offset0", "offset1", "format", "glc", "sc0", "sc1", "nt", "lds", "gds",
+             "op_sel", "op_sel_hi", "neg_lo", "neg_hi", "bitop3", "clamp", "mul", "div", "cbsz", "abid", "blgp",
+             "dst_sel", "dst_unused", "src0_sel", "src1_sel", "quad_perm", "row_shl", "row_shr", "row_ror",
+             "wave_shl", "wave_rol", "wave_shr", "wave_ror", "row_mirror", "row_half_mirror", "row_bcast",
+             "row_mask", "bank_mask", "bound_ctrl", "fi"]
+_MOD_RANK = {m: i for i, m in enumerate(MOD_ORDER)}
+
+
 def _normalise_modifiers(mnemonic: str, info: dict, suffix: str, kw: dict) -> dict:
+    kw = dict(sorted(kw.items(), key=lambda kv: _MOD_RANK.get(kv[0], len(MOD_ORDER))))
     allowed = _allowed_modifiers(info, suffix)
     mods: dict = {}
     for k, val in kw.items():
@@ -177,6 +190,33 @@ def _check_operand(mn: str, slot: dict, op, pos: int):
     return op
 
 
+def _check_instruction_rules(mn: str, info: dict, ops: tuple, slots: list) -> None:
+    """Rules that involve more than one operand (llvm-mc enforces each; messages say why)."""
+    fam = info["family"]
+    lits = {b.value for b, sl in zip((o.base if isinstance(o, Mod) else o for o in ops), slots)
+            if isinstance(b, Imm) and not b.inline and not set(sl["kinds"]) & _IMM_KINDS}
+    if len(lits) > 1:
+        raise OperandError(f"{mn} has {len(lits)} different literals; an instruction holds one 32-bit literal")
+    if fam == "VOPC" and lits and ops and isinstance(ops[0], Reg):
+        raise OperandError(f"{mn} writing {ops[0]} uses the VOP3 encoding, which takes no literal on gfx950 "
+                           f"(write vcc, or put the constant in a register)")
+    if fam in ("VOP2", "VOPC") and lits:
+        srcs = [o for o, sl in zip(ops, slots) if sl["name"].startswith(("src", "vsrc"))]
+        src1 = srcs[1] if len(srcs) > 1 else None
+        if src1 is not None and not (isinstance(src1, Reg) and src1.file == "v"):
+            raise OperandError(f"{mn} with a literal needs a VGPR as its second source (the 32-bit encoding); "
+                               f"{src1} there selects the VOP3 encoding, which takes no literal on gfx950")
+    if fam == "SMEM" and mn.startswith("s_buffer_") and any(isinstance(o, Imm) and o.value < 0 for o in ops):
+        raise OperandError(f"{mn} takes an unsigned 20-bit offset")
+    if info.get("unit") == "MFMA" and mn.startswith(("v_mfma", "v_smfmac")) and len(ops) >= 4:
+        d, c = ops[0], ops[3]
+        if isinstance(d, Reg) and isinstance(c, Reg) and mn.startswith("v_mfma"):
+            if d.file != c.file:
+                raise OperandError(f"{mn} C ({c}) and D ({d}) must both be VGPRs or both AGPRs (one ACC_CD bit)")
+            if d.overlaps(c) and d != c and d.count > 4:
+                raise OperandError(f"{mn} C ({c}) partially overlaps D ({d}); use the same registers or disjoint ones")
+
+
 def make(mnemonic: str, *args, loc: SourceLoc | None = None, **kw) -> Instruction:
     """Build and check one instruction. Errors name the caller's file:line."""
     loc = loc or user_location()
@@ -203,6 +243,7 @@ def make(mnemonic: str, *args, loc: SourceLoc | None = None, **kw) -> Instructio
             raise OperandError(f"{mnemonic} takes {len(slots)} operand{'s' if len(slots) != 1 else ''} "
                                f"({names}), got {len(args)}")
         ops = tuple(_check_operand(mnemonic, slot, as_operand(x), i + 1) for i, (x, slot) in enumerate(zip(args, slots)))
+        _check_instruction_rules(mnemonic, info, ops, slots)
     except OperandError as e:
         raise OperandError(e.message, loc) from None
     return Instruction(mnemonic, ops, mods, loc)

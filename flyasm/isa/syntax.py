@@ -152,7 +152,8 @@ def parse_instruction(line: str, loc: SourceLoc | None = None) -> Instruction:
         last_tokens = split_top(chunks[-1], " ")
         op_texts = chunks[:-1]
         tail = last_tokens
-        if last_tokens and not _is_modifier(last_tokens[0]):
+        # 'a16' is both an AGPR and an (image-only) flag: a register name wins in operand position.
+        if last_tokens and (not _is_modifier(last_tokens[0]) or _REG.match(last_tokens[0])):
             op_texts.append(last_tokens[0])
             tail = last_tokens[1:]
         try:
