@@ -114,9 +114,13 @@ def c_ds_read(inst, ctx):
         for off, nb in parts:
             flat = _lds_addr(m, w, inst, ga, off, nb, lds_align(name, nb))
             idx = flat[..., None] + np.arange(nb)
-            m.check_lds(inst, idx[ex])
+            if m.n_lds_busy:
+                m.check_lds(inst, idx[ex])
             if m.races is not None:
                 m.races.access(inst, m.ids(w), idx, ex, False)
+            if nb >= 4:
+                chunks.append(gather(m.LDS, flat, nb))                      # dwords when aligned
+                continue
             b = m.LDS[idx]
             if nb < 4:
                 v = b[..., 0].astype(np.int64) if nb == 1 else b.copy().view(np.uint16)[..., 0].astype(np.int64)
@@ -177,10 +181,14 @@ def c_ds_write(inst, ctx):
             vals = m.R[w, row:row + nd]                                  # [k, nd, 64]
             b = np.ascontiguousarray(vals.transpose(0, 2, 1)).view(np.uint8)[..., :nb]   # [k, 64, nb]
             idx = flat[..., None] + np.arange(nb)
-            m.check_lds(inst, idx[ex])
+            if m.n_lds_busy:
+                m.check_lds(inst, idx[ex])
             if m.races is not None:
                 m.races.access(inst, m.ids(w), idx, ex, True, b)
-            m.LDS[idx[ex]] = b[ex]          # lanes in order: the highest active lane wins a conflict
+            if nb % 4 == 0 and m.LDS.size % 4 == 0 and not (flat & 3).any():   # aligned: scatter dwords
+                m.LDS.view(U32)[((flat >> 2)[..., None] + np.arange(nb // 4))[ex]] = vals.transpose(0, 2, 1)[ex]
+            else:
+                m.LDS[idx[ex]] = b[ex]      # lanes in order: the highest active lane wins a conflict
         m.issue(w, inst, "lgkm", None)
     return run
 
