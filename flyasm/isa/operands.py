@@ -34,7 +34,8 @@ class Reg:
     def __post_init__(self):
         if self.index < 0 or self.count < 1 or self.index + self.count > LIMITS[self.file]:
             last = self.index + self.count - 1
-            raise OperandError(f"{self.file}[{self.index}:{last}] is outside the {FILES[self.file]} file "
+            name = f"{self.file}{self.index}" if self.count == 1 else f"{self.file}[{self.index}:{last}]"
+            raise OperandError(f"{name} is outside the {FILES[self.file]} file "
                                f"({self.file}0..{self.file}{LIMITS[self.file] - 1})")
 
     @property

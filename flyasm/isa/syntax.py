@@ -145,8 +145,11 @@ def parse_instruction(line: str, loc: SourceLoc | None = None) -> Instruction:
             # s_waitcnt vmcnt(0) lgkmcnt(0): the whole rest is one operand
             if _WAIT.search(rest):
                 operands.append(parse_operand(rest))
+            elif _INT.match(rest):
+                operands.append(parse_operand(rest))
             else:
-                operands.append(Imm(int(rest, 0)))
+                raise ParseError(f"'{rest}' is not a wait count (write vmcnt(N) lgkmcnt(N) or an integer) in "
+                                 f"'{text}'", loc, find_loc=False)
             return Instruction(mnemonic, tuple(operands), modifiers, loc)
         chunks = split_top(rest, ",")
         last_tokens = split_top(chunks[-1], " ")
