@@ -58,6 +58,16 @@ def split_top(text: str, sep: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+def _nested_commas(text: str) -> int:
+    """Commas inside brackets or parens (op_sel:[0,1], hwreg(...)): not operand separators."""
+    depth = n = 0
+    for c in text:
+        depth += c in "(["
+        depth -= c in ")]"
+        n += c == "," and depth > 0
+    return n
+
+
 def parse_operand(t: str) -> Operand:
     t = t.strip()
     if not t:
@@ -152,6 +162,8 @@ def parse_instruction(line: str, loc: SourceLoc | None = None) -> Instruction:
                                  f"'{text}'", loc, find_loc=False)
             return Instruction(mnemonic, tuple(operands), modifiers, loc)
         chunks = split_top(rest, ",")
+        if not chunks or len(chunks) != rest.count(",") + 1 - _nested_commas(rest):
+            raise ParseError(f"an operand is missing between commas in '{text}'", loc, find_loc=False)
         last_tokens = split_top(chunks[-1], " ")
         op_texts = chunks[:-1]
         tail = last_tokens
