@@ -7,7 +7,8 @@ or /tmp/corpus) and a GEMM-like flyasm Kernel: 8 waves per workgroup, each loop 
 ds_read_b128, an lgkmcnt wait, two v_mfma_f32_32x32x16_bf16 and the loop SALU (256 workgroups =
 2048 waves by default). Each timing is the best of --repeat runs after one warm-up (decoding
 is cached per code object, so the warm-up pays it). --grid-in-items launches with grid counted in
-work-items, for measuring trees from before grid counted workgroups.
+work-items, for measuring trees from before grid counted workgroups. --no-fidelity measures the
+core without the dynamic hazard and LDS race checks.
 """
 from __future__ import annotations
 
@@ -70,7 +71,12 @@ def main():
     ap.add_argument("--gemm-wg", type=int, default=256)
     ap.add_argument("--gemm-iters", type=int, default=16)
     ap.add_argument("--grid-in-items", action="store_true")
+    ap.add_argument("--no-fidelity", action="store_true",
+                    help="Switch off the dynamic hazard check and LDS race detection (flyasm.emu.hazards.options).")
     o = ap.parse_args()
+    if o.no_fidelity:
+        from flyasm.emu.hazards import options
+        options(hazards=None, races=False).set()
     co = lambda n: glob.glob(f"{o.corpus}/{n}-*.co")[0]  # noqa: E731
     gi = (lambda g, b: g * b) if o.grid_in_items else (lambda g, b: g)  # noqa: E731
     rng = np.random.default_rng(0)
