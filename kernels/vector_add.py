@@ -146,14 +146,3 @@ def run(x, y, backend: str = "emu", n_per_block: int = 4096, kernel: Kernel | No
     out = torch.full_like(x, float("nan"))
     launch(kern, grid(n, n_per_block), BLOCK, out, x.contiguous(), y.contiguous(), n, backend=backend, seed=seed)
     return out
-
-
-def run(x, y, backend="emu", kernel=None):
-    """out = x + y for 1-D float32 tensors (same length); out starts poisoned with NaN."""
-    import torch
-    from flyasm.run import launch
-    n = x.numel()
-    out = torch.full_like(x, float("nan"))
-    kern = kernel or build()
-    launch(kern.build(), grid(n), BLOCK, out, x.contiguous(), y.contiguous(), n, backend=backend, kernel=kern.name)
-    return out
