@@ -294,7 +294,14 @@ ATOMIC = {"buffer_atomic_add_f32": "f32", "global_atomic_add_f32": "f32", "buffe
 
 
 def buffer_address(inst):
-    """fn(m, w) -> (addr uint64 [k,64], in_range bool [k,64]) per CDNA4 ISA 9.1.8 (notes §3.3)."""
+    """fn(m, w, nbytes) -> (addr uint64 [k,64], in_range bool [k,64], or [k,64,ndw] when the dwords of
+    one lane disagree) per CDNA4 ISA 9.1.8 (notes §3.3).
+
+    Range check (GFX9/CDNA "Range Checking", as gem5's Vega model implements it): with stride 0 or
+    swizzling off, an access is out of range when offset + index*stride >= num_records - soffset,
+    i.e. when its byte offset from the V# base (soffset included) reaches num_records; and
+    "load/store-dword-x{2,3,4} range-check per component" (each dword on its own). Out-of-range
+    loads return 0, out-of-range stores are dropped. Swizzled buffers are not emulated."""
     mods = inst.modifiers
     vaddr, srsrc, soff = (inst.operand(n) for n in ("vaddr", "srsrc", "soffset"))
     cols = [s_index(srsrc) + i for i in range(4)]
@@ -306,6 +313,8 @@ def buffer_address(inst):
 
     def fn(m, w, nbytes):
         base, stride, nrec = vsharp(m.S[w], cols)
+        if (m.S[w, cols[3]] & U32(1 << 23)).any():
+            raise EmuError(f"not emulated: swizzled buffer (V# word3 bit 23 SWIZZLE_ENABLE) in {where(inst)}")
         k = m.nw(w)
         off = np.full((k, 64), inst_off, np.int64)
         idx = np.zeros((k, 64), np.int64)
@@ -317,11 +326,37 @@ def buffer_address(inst):
             off = off + np.broadcast_to(gv(m, w), (k, 64)).astype(np.int64)
         st = stride.astype(np.int64)[:, None]
         nr = nrec.astype(np.int64)[:, None]
-        # range check excludes soffset (assumed); raw buffers (stride 0) count bytes, else records
-        ok = np.where(st == 0, off + nbytes <= nr, (idx < nr) & (off + nbytes <= np.maximum(st, 1)))
-        addr = base.astype(np.int64)[:, None] + gs(m, w).astype(np.int64)[:, None] + idx * st + off
+        rel = gs(m, w).astype(np.int64)[:, None] + idx * st + off          # bytes from the V# base
+        ndw = nbytes // 4 if nbytes % 4 == 0 else 1
+        if ndw == 1:
+            ok = rel < nr
+        else:
+            okc = rel[..., None] + 4 * np.arange(ndw) < nr[..., None]
+            allc = okc.all(-1)
+            ok = allc if (allc == okc.any(-1)).all() else okc
+        addr = base.astype(np.int64)[:, None] + rel
         return addr.astype(np.uint64), ok
     return fn
+
+
+def _per_dword(m, inst, addr, okc, ex, nbytes, store_vals=None):
+    """Loads/stores whose dwords are range-checked one by one (some lanes partly in range)."""
+    ndw = nbytes // 4
+    out = np.zeros((addr.shape[0], ndw, 64), U32)
+    for c in range(ndw):
+        act = ex & okc[..., c]
+        if not act.any():
+            continue
+        off = m.mem.offsets(addr[act] + np.uint64(4 * c), 4, lambda: where(inst))
+        b = m.mem.arena[off[:, None] + np.arange(4)]
+        if store_vals is None:
+            col = np.zeros(addr.shape, U32)
+            col[act] = np.ascontiguousarray(b).view(U32)[:, 0]
+            out[:, c] = col
+        else:
+            m.mem.arena[off[:, None] + np.arange(4)] = np.ascontiguousarray(store_vals[:, c][act]).view(np.uint8) \
+                .reshape(-1, 4)
+    return out
 
 
 def global_address(inst):
@@ -337,6 +372,8 @@ def global_address(inst):
 
 def _read_lanes(m, inst, addr, ok, ex, nbytes):
     """Gather nbytes per active in-range lane; returns dwords [k, ceil(n/4), 64] (zeros elsewhere)."""
+    if ok is not None and ok.ndim == 3:
+        return _per_dword(m, inst, addr, ok, ex, nbytes), ex & ok.any(-1)
     act = ex if ok is None else ex & ok
     if act.all():
         off = m.mem.offsets(addr, nbytes, lambda: where(inst))
@@ -412,8 +449,12 @@ def _mem_store(inst, addr_fn, nbytes):
     def run(m, w):
         ex = m.execm[w]
         addr, ok = addr_fn(m, w, nbytes)
-        act = ex if ok is None else ex & ok
         vals = m.R[w, row:row + ndw]
+        if ok is not None and ok.ndim == 3:
+            _per_dword(m, inst, addr, ok, ex, nbytes, vals)
+            m.issue(w, inst, "vm", None)
+            return
+        act = ex if ok is None else ex & ok
         off = m.mem.offsets(addr[act], nbytes, lambda: where(inst))
         if nbytes % 4 == 0 and not (off & 3).any():                          # aligned: scatter dwords
             m.mem.arena.view(U32)[(off >> 2)[:, None] + np.arange(nbytes // 4)] = vals.transpose(0, 2, 1)[act]
@@ -450,7 +491,8 @@ def _mem_atomic(inst, addr_fn, typ):
         old_all[act] = old
         if ret:
             rows = _dst_rows(ret_op, 1)
-            m.issue(w, inst, "vm", _land_v(rows, old_all[:, None, :], act.copy(), m.ids(w).copy()), rregs=rows)
+            # out-of-range lanes return 0, like loads (ISA range checking)
+            m.issue(w, inst, "vm", _land_v(rows, old_all[:, None, :], ex.copy(), m.ids(w).copy()), rregs=rows)
         else:
             m.issue(w, inst, "vm", None)
     return run
