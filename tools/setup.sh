@@ -23,5 +23,11 @@ if ! have_llvm; then
     exit 1
   fi
 fi
+# Headless Chromium renders the register-map picture in a test (it skips, saying why, without it).
+if ! command -v chromium >/dev/null && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+  echo "flyasm setup: installing chromium (register-map rendering test)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "flyasm setup: chromium not installed; tests/test_regmap.py will skip its rendering check" >&2
+fi
 python3 -m pip install -q -e '.[test]'
 python3 -c "import flyasm, torch, numpy; print('flyasm setup: ok (torch', torch.__version__ + ')')"
