@@ -29,6 +29,27 @@ def fma32(a, b, c):
     return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
 
 
+def fma64(a, b, c):
+    """V_FMA_F64: a*b+c with one rounding. Finite lanes are computed exactly (Fractions; Python's
+    int/int true division rounds correctly to nearest even), the rest by float64 (inf/NaN rules)."""
+    a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(c, np.float64))
+    with np.errstate(all="ignore"):
+        out = a * b + c
+    from fractions import Fraction
+    fin = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    for i in zip(*np.nonzero(fin)):
+        x, y, z = float(a[i]), float(b[i]), float(c[i])
+        exact = Fraction(x) * Fraction(y) + Fraction(z)
+        if exact == 0:                 # sign of an exact zero: as IEEE (x*y and z signs, round-to-nearest)
+            out[i] = (x * y) + z if (x * y) != 0 or z != 0 else np.float64(x * y) + np.float64(z)
+            continue
+        try:
+            out[i] = exact.numerator / exact.denominator
+        except OverflowError:
+            out[i] = np.inf if exact > 0 else -np.inf
+    return out
+
+
 def _u(x):
     return x.astype(np.uint64) & np.uint64(0xFFFFFFFF)
 
@@ -183,7 +204,7 @@ VALU = {
     "v_fma_f16": ("f16", ("f16",) * 3, lambda a, b, c: (a.astype(np.float64) * b + c).astype(np.float16)),
     "v_add_f64": ("f64", ("f64", "f64"), lambda a, b: a + b),
     "v_mul_f64": ("f64", ("f64", "f64"), lambda a, b: a * b),
-    "v_fma_f64": ("f64", ("f64",) * 3, lambda a, b, c: a * b + c),
+    "v_fma_f64": ("f64", ("f64",) * 3, lambda a, b, c: fma64(a, b, c)),
 }
 # accumulate forms: D = fn(S0, S1, D)
 VALU["v_fmac_f32"] = ("f32", ("f32", "f32", "f32"), fma32)
@@ -683,3 +704,116 @@ def c_pk(inst, ctx):
 @semantic("v_nop")
 def c_vnop(inst, ctx):
     return lambda m, w: None
+
+
+# ---- fp8 / bf8 conversions (OCP E4M3 / E5M2 on gfx950) and v_cvt_pkrtz_f16_f32 ---------------------
+# gfx950 converts to and from the OCP formats (AMD's HIP headers build __hipext_ocp_fp8_e4m3 from
+# __builtin_amdgcn_cvt_pk_fp8_f32 when HIP_ENABLE_GFX950_OCP_BUILTINS; composable_kernel enables its
+# OCP fast path for __gfx950__ only, FNUZ for gfx942). E4M3: bias 7, no inf, S.1111.111 = NaN, max 448;
+# E5M2: bias 15, IEEE inf/NaN, max 57344. Round to nearest even; without CLAMP a finite value that
+# rounds past the maximum becomes NaN (E4M3) / inf (E5M2) (OCP non-saturating conversion; software
+# pre-clamps with v_med3 when it wants saturation); CLAMP saturates finite values to +-max.
+FP8_FMT = {"fp8": (4, 3, 7, 448.0), "bf8": (5, 2, 15, 57344.0)}
+
+
+def f32_to_fp8(x, kind, clamp=False):
+    """float32 array -> fp8/bf8 codes (uint32 in [0, 255])."""
+    ebits, mbits, bias, fmax = FP8_FMT[kind]
+    x = np.asarray(x, np.float32).astype(np.float64)
+    sign = np.signbit(x).astype(np.uint32) << 7
+    a = np.abs(x)
+    fin = np.isfinite(a)
+    emin = 1 - bias
+    with np.errstate(all="ignore"):
+        e = np.floor(np.log2(np.where(fin & (a > 0), a, 1.0)))
+        e = np.maximum(e, emin)
+        q = np.exp2(e - mbits)                       # spacing of representable values at this binade
+        r = np.rint(a / q) * q                       # a/q is exact (power-of-two scale): RNE
+    over = fin & (r > fmax)
+    if clamp:
+        r = np.where(over, fmax, r)
+        over = np.zeros_like(over)
+    r = np.where(fin & ~over, r, 0.0)
+    e2 = np.floor(np.log2(np.where(r > 0, r, 1.0)))
+    normal = r >= 2.0 ** emin
+    code_n = ((e2 + bias).astype(np.int64) << mbits) | (np.rint(r / np.exp2(e2 - mbits)).astype(np.int64) - (1 << mbits))
+    code_s = np.rint(r / 2.0 ** (emin - mbits)).astype(np.int64)
+    code = np.where(normal, code_n, code_s).astype(np.uint32)
+    nan_code = np.uint32(0x7F)
+    inf_code = np.uint32(0x7F if ebits == 4 else 0x7C)
+    code = np.where(np.isnan(a), nan_code, code)
+    code = np.where(np.isinf(a) | over, inf_code, code)
+    return (code | sign).astype(np.uint32)
+
+
+@semantic("v_cvt_pk_fp8_f32", "v_cvt_pk_bf8_f32")
+def c_cvt_pk_fp8(inst, ctx):
+    """D.word[OPSEL[3]] = {fp8(S1), fp8(S0)}; the other word is preserved (CDNA4 ISA VOP3 op_sel)."""
+    kind = "fp8" if "_fp8_" in inst.name else "bf8"
+    dst, a, b = inst.operands
+    mods = inst.modifiers
+    if inst.is_dpp or inst.is_sdwa or mods.get("mul") or mods.get("div"):
+        raise not_emulated(inst, "DPP/SDWA/omod")
+    hi = _opsel(mods, 2)               # asm op_sel:[0,0,1] = OPSEL[3] (VOP3 bit 14, llvm-mc): the high word
+    if any(_opsel(mods, i) for i in range(2)):
+        raise not_emulated(inst, "op_sel on sources")
+    ga, gb = vsrc(a, "f32"), vsrc(b, "f32")
+    d, clamp = r_index(dst), bool(mods.get("clamp"))
+
+    def run(m, w):
+        x = float_mods(decode(ga(m, w), "f32"), a, "f32")
+        y = float_mods(decode(gb(m, w), "f32"), b, "f32")
+        word = f32_to_fp8(x, kind, clamp) | (f32_to_fp8(y, kind, clamp) << 8)
+        cur = m.R[w, d]
+        val = (cur & U32(0x0000FFFF)) | (word << 16) if hi else (cur & U32(0xFFFF0000)) | word
+        m.vwrite(w, d, val.astype(U32), m.execm[w])
+    return run
+
+
+@semantic("v_cvt_f32_fp8", "v_cvt_f32_bf8")
+def c_cvt_f32_fp8(inst, ctx):
+    """D.f32 = fp8/bf8 byte of S0 (byte 0, or the SDWA src0_sel byte); exact."""
+    from .ops_mfma import FP8
+    kind = "fp8" if inst.name.endswith("fp8") else "bf8"
+    dst, a = inst.operands
+    mods = inst.modifiers
+    if inst.is_dpp or mods.get("op_sel") or mods.get("clamp") or mods.get("mul") or mods.get("div") \
+            or isinstance(a, Mod):
+        raise not_emulated(inst, "VOP3 byte select / modifiers")
+    shift = {"BYTE_0": 0, "BYTE_1": 8, "BYTE_2": 16, "BYTE_3": 24}.get(mods.get("src0_sel", "BYTE_0")) \
+        if inst.is_sdwa else 0
+    if shift is None or (inst.is_sdwa and mods.get("dst_sel", "DWORD") != "DWORD"):
+        raise not_emulated(inst, "SDWA select")
+    ga, d = vsrc(a), r_index(dst)
+    table = FP8[kind].astype(F32)
+
+    def run(m, w):
+        byte = (ga(m, w) >> U32(shift)) & U32(0xFF)
+        m.vwrite(w, d, table[byte].view(U32), m.execm[w])
+    return run
+
+
+def f32_to_f16_rtz(x):
+    """float32 -> f16 bits rounded toward zero (finite overflow -> +-65504; inf, NaN kept)."""
+    x = np.asarray(x, np.float32)
+    with np.errstate(all="ignore"):
+        h = x.astype(np.float16)                    # round to nearest even ...
+    bits = h.view(np.uint16).astype(np.int64)
+    away = np.isfinite(x) & (np.abs(h.astype(np.float64)) > np.abs(x.astype(np.float64)))
+    bits = np.where(away, bits - 1, bits)           # ... then one step back toward zero if it went away
+    return bits.astype(U32)
+
+
+@semantic("v_cvt_pkrtz_f16_f32")
+def c_cvt_pkrtz(inst, ctx):
+    dst, a, b = inst.operands
+    mods = inst.modifiers
+    if inst.is_dpp or inst.is_sdwa or mods.get("op_sel") or mods.get("clamp") or mods.get("mul") or mods.get("div"):
+        raise not_emulated(inst, "modifiers")
+    ga, gb, d = vsrc(a, "f32"), vsrc(b, "f32"), r_index(dst)
+
+    def run(m, w):
+        x = float_mods(decode(ga(m, w), "f32"), a, "f32")
+        y = float_mods(decode(gb(m, w), "f32"), b, "f32")
+        m.vwrite(w, d, f32_to_f16_rtz(x) | (f32_to_f16_rtz(y) << 16), m.execm[w])
+    return run
