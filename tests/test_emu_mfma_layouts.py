@@ -4,8 +4,14 @@ i8 16x16x64/32x32x32, CDNA3 32x32x8/16x16x16 f16/bf16 and 16x16x32/32x32x16 fp8/
 16x16x32/32x32x16), CBSZ/ABID broadcast and BLGP lane permutations, AGPR C/D, partial EXEC.
 
 Reference: D = C + A·B in float64 then one rounding to float32 (int64 then 32-bit wrap for i8).
-Tolerance: the emulator sums in float64 in a different order; the difference is below
-K·2^-52·Σ|a·b| ≪ 1 ulp of float32, so results must agree to 1 float32 ulp (specials exactly).
+Tolerance: the emulator accumulates in float32 (DESIGN.md), in BLAS order. Every product of two
+bf16/f16/fp8/bf8 values is exact in float32 (at most 11+11 significant bits, exponents in range),
+so the only errors are the roundings of the K-term float32 sum and of adding C: at most
+(K-1)·2^-24·Σ|a·b| + 2^-24·(|C| + Σ|a·b|) ≤ K·2^-24·(Σ|a·b| + |C|) (recursive summation bound;
+blocked/pairwise orders and FMA only lower it), plus the reference's own final rounding (1 ulp).
+A misplaced operand changes a result by a whole product |a·b|, far above this bound. Quarter-step
+bf16/f16 inputs without specials sum exactly, so there the emulator must agree to 1 ulp. i8 results
+are exact (specials exactly everywhere).
 """
 from __future__ import annotations
 
@@ -159,6 +165,10 @@ def mfma_case(name, M, K, ka, kb, *, cbsz=0, abid=0, blgp=0, agpr=False, special
             D = ((C.astype(np.int64) + A.astype(np.int64) @ Bm.astype(np.int64)) & 0xFFFFFFFF).astype(np.uint32)
         else:
             D = (C + A @ Bm).astype(np.float32)
+            # float32 accumulation bound (module docstring): K·2^-24·(Σ|a·b| + |C|)
+            # (zero where every partial sum is exact: quarter-step bf16/f16 inputs without specials)
+            exact = not specials and ka not in ("fp8", "bf8") and kb not in ("fp8", "bf8")
+            TOL = 0 * C if exact else K * 2.0 ** -24 * (np.abs(A) @ np.abs(Bm) + np.abs(C))
     # ---- run ----
     base_c = AOFF + 64 if agpr else 64
     regs = {16 + v: ra[v] for v in range(na)}
@@ -183,8 +193,8 @@ def mfma_case(name, M, K, ka, kb, *, cbsz=0, abid=0, blgp=0, agpr=False, special
                 if np.isnan(want):
                     assert np.isnan(gf), (name, i, j, gf)
                 else:
-                    assert gf == want or abs(float(gf) - float(want)) <= np.spacing(np.float32(abs(want))), \
-                        (name, i, j, gf, want)
+                    assert gf == want or abs(float(gf) - float(want)) <= \
+                        np.spacing(np.float32(abs(want))) + TOL[i, j], (name, i, j, gf, want, TOL[i, j])
     return m
 
 

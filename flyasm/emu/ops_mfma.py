@@ -1,8 +1,20 @@
 """MFMA semantics (CDNA4 ISA §7.1; register layouts notes §2, general formulas of ISA 7.1.4).
 
-D = C + A·B per block, accumulated in float64 (int64 for i8) then rounded once to float32 (int32
-wrap). EXEC is ignored (forced to all ones). Not bit-exact to silicon: the hardware's internal
+D = C + A·B per block. Floating-point shapes accumulate in float32 (DESIGN.md): the K products
+of one output are summed by a float32 batched matmul (numpy's BLAS: its own order, possibly FMA),
+then C is added in float32. bf16/f16 products are exact in float32 (8+8 / 11+11 significant bits);
+the K-term float32 sum has an error of at most ~K·2^-24·Σ|a·b| (plus half an ulp for adding C), so
+tests compare with that tolerance. fp8/bf8 products (4+4 / 3+3 bits) are exact too, but their
+dynamic range is wider, so sums round more often. Not bit-exact to silicon: the hardware's internal
 sum order/precision is undocumented (notes §6.5).
+
+Integer shapes (i8) are exact: |a·b| <= 2^14 and K <= 128 keep every partial sum below 2^24, so
+the float32 matmul of the integer values is exact (checked per shape at compile time); C is added
+in int64 and the result wraps to 32 bits (two's complement), as the ISA's i32 accumulator does.
+EXEC is ignored (forced to all ones).
+
+Speed: one numpy call per batch of waves (operands gathered by reshape/transpose on the raw 16/8-bit
+items, then converted once into a contiguous float32 [waves, blocks, M, K] array).
 """
 from __future__ import annotations
 
@@ -34,19 +46,24 @@ def _fp8_table(exp_bits: int) -> np.ndarray:
 
 
 FP8 = {"fp8": _fp8_table(4), "bf8": _fp8_table(5)}
+FP8_32 = {k: v.astype(np.float32) for k, v in FP8.items()}      # every fp8/bf8 value is exact in float32
+ITEM_DTYPE = {"bf16": np.uint16, "bf16_1k": np.uint16, "f16": np.float16, "i8": np.int8,
+              "fp8": np.uint8, "bf8": np.uint8}
 
 
-def unpack_items(regs: np.ndarray, kind: str) -> np.ndarray:
-    """Register data [k, nreg, 64] -> items [k, 64, K_L] as float64 (int64 for i8), little-endian."""
-    x = np.ascontiguousarray(regs.transpose(0, 2, 1))       # [k, 64, nreg] uint32
+def raw_items(regs: np.ndarray, kind: str) -> np.ndarray:
+    """Register data [k, nreg, 64] -> raw items [k, 64, K_L] (uint16 bf16 bits, float16, int8 or fp8
+    bytes), little-endian: the layout permutation then moves 1-2 byte items, not floats."""
+    return np.ascontiguousarray(regs.transpose(0, 2, 1)).view(ITEM_DTYPE[kind])
+
+
+def items_f32(x: np.ndarray, kind: str) -> np.ndarray:
+    """Raw items (any shape) -> float32 values, exact (int8 values too)."""
     if kind in ("bf16", "bf16_1k"):
-        h = x.view(np.uint16).astype(np.uint32) << 16
-        return h.view(np.float32).astype(np.float64)
-    if kind == "f16":
-        return x.view(np.float16).astype(np.float64)
-    if kind == "i8":
-        return x.view(np.int8).astype(np.int64)
-    return FP8[kind][x.view(np.uint8)]
+        return (x.astype(np.uint32) << 16).view(np.float32)
+    if kind in ("f16", "i8"):
+        return x.astype(np.float32)
+    return FP8_32[kind][x]
 
 
 def layout(M, N, K, B=1):
@@ -165,8 +182,14 @@ def c_mfma(inst, ctx):
     cconst = imm_bits(c_reg.value, "f32" if out_t == "f32" else "b32") if isinstance(c_reg, Imm) else None
     is_int = out_t == "i32"
 
+    if is_int:
+        # exactness of the float32 matmul for i8: every partial sum is below 2^24
+        assert K * 128 * 128 < 2 ** 24, inst.name
+        cint = np.int64(np.uint32(cconst).view(np.int32)) if cconst is not None else None
+    else:
+        cf = np.uint32(cconst).view(np.float32) if cconst is not None else None
+
     def run(m, w):
-        k_ = m.nw(w)
         if m.strict and not m.execm[w].all():
             raise EmuError(f"{where(inst)}: EXEC is not all ones; MFMA ignores EXEC (CDNA4 ISA 7.1.2: forced to "
                            f"all ones), so masked lanes would still be computed and written (emu option "
@@ -176,18 +199,21 @@ def c_mfma(inst, ctx):
             ra = ra[:, :, pa]
         if pb is not None:
             rb = rb[:, :, pb]
-        A = take_a(unpack_items(ra, ka))             # [k, B, M, K]
-        Bm = take_b(unpack_items(rb, kb))            # [k, B, K, N]
-        if c0 is not None:
-            C = take_c(m.R[w, c0:c0 + nd])                              # [k, B, M, N] raw
-        else:
-            C = np.full((k_, B, M, N), cconst, np.uint32)
-        if is_int:
-            D = (C.view(np.int32).astype(np.int64) + np.matmul(A, Bm)) & 0xFFFFFFFF
-            out = D.astype(np.uint32)
-        else:
-            with np.errstate(all="ignore"):
-                D = C.view(np.float32).astype(np.float64) + np.matmul(A, Bm)
-            out = D.astype(np.float32).view(np.uint32)
+        A = items_f32(take_a(raw_items(ra, ka)), ka)             # [k, B, M, K] float32, contiguous
+        Bm = items_f32(take_b(raw_items(rb, kb)), kb)            # [k, B, K, N]
+        with np.errstate(all="ignore"):
+            P = np.matmul(A, Bm)                                 # [k, B, M, N] float32
+            if is_int:
+                if c0 is not None:
+                    C = take_c(m.R[w, c0:c0 + nd]).view(np.int32).astype(np.int64)
+                else:
+                    C = cint
+                out = (P.astype(np.int64) + C).astype(np.uint32)          # 32-bit wrap
+            else:
+                if c0 is not None:
+                    P += take_c(m.R[w, c0:c0 + nd]).view(np.float32)
+                else:
+                    P += cf                     # also +0.0: (-0) + (+0) = +0 as D = C + A·B
+                out = P.view(np.uint32)
         m.R[w, d0:d0 + nd] = put_d(out)
     return run
