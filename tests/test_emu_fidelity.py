@@ -190,3 +190,13 @@ def test_permlane_swap_partial_exec():
     ex[7] = False
     with pytest.raises(EmuError, match="v_permlane16_swap_b32 at pc 0x0 with EXEC not all ones"):
         snippet(["v_permlane16_swap_b32_e32 v1, v2"], exec_mask=ex)
+
+
+def test_launch_can_relax_the_hazard_check_for_one_run():
+    # The same short-nop kernel that raises above runs when the caller turns hazards off for one
+    # launch, and the default is strict again afterwards.
+    out = np.full(64, 0xDEADBEEF, np.uint32).view(np.float32)
+    launch(_mfma_kernel(6), 1, 64, out, hazards=None)
+    assert np.all(np.isfinite(out))
+    with pytest.raises(EmuError, match="needs 8"):
+        launch(_mfma_kernel(6), 1, 64, np.zeros(64, np.float32))
