@@ -143,7 +143,8 @@ def reference(q, k, v, causal=False, scale=None):
 
 
 class _Builder:
-    def __init__(self, dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale):
+    def __init__(self, dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
+                 stagger=False):
         if dtype not in ("bf16", "f16"):
             raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
         if num_heads % num_kv_heads:
@@ -152,8 +153,12 @@ class _Builder:
         self.gqa = num_heads // num_kv_heads
         self.num_heads = num_heads
         self.lazy_rescale, self.setprio, self.q_prescale = lazy_rescale, setprio, q_prescale
+        self.stagger = stagger
+        self.v_guard = True           # stagger: group B reads V into VGPRs before its 2nd barrier (tests break it)
+        self.b_waits = True           # stagger: group B's tighter DMA waits in the loop (tests break it)
+        self.b_wait_start = True      # stagger: ... and before its extra barrier (tests break it)
         name = f"fa_fwd_d128_{dtype}_{'causal' if causal else 'full'}_h{num_heads}kv{num_kv_heads}" + \
-               ("_aiter" if aiter_args else "")
+               ("_aiter" if aiter_args else "") + ("_stagger" if stagger else "")
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS, aliases=PLAN_ALIASES, strict=True)
         self.k = Kernel(name, block=512, lds=160 * 1024 if aiter_args else L.LDS_BYTES,
                         arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
@@ -394,29 +399,35 @@ class _Builder:
         if self.setprio:
             k.s_setprio(0)
 
-    def pv_cluster(self, p_regs, vbuf):
-        """16 MFMAs Oᵀ += Vᵀ·Pᵀ; each V fragment is two ds_read_b64_tr_b16, read 7 fragments ahead."""
+    PV_FRAGS = [(db, kk) for kk in range(4) for db in range(4)]   # alternate accumulators
+
+    def read_v(self, f, vbuf):
+        """V fragment f (two ds_read_b64_tr_b16) into KV[4f:4f+3]."""
+        db, kk = self.PV_FRAGS[f]
+        for t in range(2):
+            self.k.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], V_ADDR[vbuf],
+                                      offset=L.v_read_imm(db, kk, t)).lds_buffer = f"v{vbuf}"
+
+    def pv_cluster(self, p_regs, vbuf, prefetched=False):
+        """16 MFMAs Oᵀ += Vᵀ·Pᵀ; each V fragment is two ds_read_b64_tr_b16, read 7 fragments ahead
+        (prefetched: all 16 already in KV, no LDS access here)."""
         k = self.k
         if self.setprio:
             k.s_setprio(1)
-        frags = [(db, kk) for kk in range(4) for db in range(4)]   # alternate accumulators
-
-        def read(f):
-            db, kk = frags[f]
-            for t in range(2):
-                k.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], V_ADDR[vbuf],
-                                     offset=L.v_read_imm(db, kk, t)).lds_buffer = f"v{vbuf}"
-        ahead = 7
-        for f in range(ahead):
-            read(f)
+        frags = self.PV_FRAGS
+        ahead = 16 if prefetched else 7
+        if not prefetched:
+            for f in range(ahead):
+                self.read_v(f, vbuf)
         for f in range(16):
-            issued = 2 * min(16, ahead + f)
-            k.s_waitcnt(lgkmcnt=issued - 2 * f - 2)
+            if not prefetched:
+                issued = 2 * min(16, ahead + f)
+                k.s_waitcnt(lgkmcnt=issued - 2 * f - 2)
             db, kk = frags[f]
             acc = O[16 * db:16 * db + 15]
             self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], p_regs[8 * kk:8 * kk + 3], acc)   # P_kk packed in place
             if f + ahead < 16:
-                read(f + ahead)
+                self.read_v(f + ahead, vbuf)
         if self.setprio:
             k.s_setprio(0)
 
@@ -481,11 +492,11 @@ class _Builder:
                 k.buffer_load_dwordx4(DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True,
                                       lds=True).lds_buffer = f"{tensor}{buf}"; yield
 
-    def mask(self, X, p):
+    def mask(self, X, p, sfx=""):
         """S[key] = -inf where key >= seqlen_k or (causal) key > q: one compare per accumulator
         against t = min(seqlen_k - kbase, q + 1 - kbase) - 4*(lane//32) (fa_layouts.mask_const)."""
         k = self.k
-        skip = f".Lskip_mask_{p}"
+        skip = f".Lskip_mask_{p}{sfx}"
         k.s_add_u32(ST0, KBASE, 64)
         k.s_cmp_le_u32(ST0, MASK_LIMIT)
         k.s_cbranch_scc1(k.L(skip))
@@ -514,13 +525,18 @@ class _Builder:
         k.label(skip)
 
     # ---- the loop -----------------------------------------------------------------------------
-    def body(self, p):
-        """One 64-key step with S_cur = S half p; K_{j+1} in K buffer 1-p, V_j in V buffer p."""
+    def body(self, p, group_b=False):
+        """One 64-key step with S_cur = S half p; K_{j+1} in K buffer 1-p, V_j in V buffer p.
+        group_b: the lagging wave group of the staggered kernel (see build()): V_j is read into
+        VGPRs before the 2nd barrier, and its DMAs must land half a phase earlier."""
         k = self.k
+        sfx = "_b" if group_b else ""
+        tight = group_b and self.b_waits
+        guard = group_b and self.v_guard
         cur, nxt = S[32 * p:32 * p + 31], S[32 * (1 - p):32 * (1 - p) + 31]
         with k.region(f"step{p}"):
             k.s_lshl_b32(KBASE, STEP, 6)
-            self.mask(cur, p)
+            self.mask(cur, p, sfx)
             # DMA tiles of this step, clamped to the last tile so every wave's vmcnt stays uniform
             k.s_add_u32(ST0, STEP, 2)
             k.s_sub_u32(ST1, N_TILES, 1)
@@ -529,23 +545,32 @@ class _Builder:
             k.s_add_u32(ST0, STEP, 1)
             k.s_min_u32(ST0, ST0, ST1)
             k.s_mul_i32(V_TILE_OFF, ST0, V_SS64)
-            k.s_waitcnt(vmcnt=3)              # K_{j+1} landed (V_j may still fly)
+            # K_{j+1} landed (V_j may still fly); group B: V_j too -- group A reads it after this
+            # barrier, and so does B's own V prefetch before the next one
+            k.s_waitcnt(vmcnt=0 if tight or guard else 3)
             k.s_barrier()                     # every wave: K_{j+1} in LDS, done with step j-1's buffers
             exp_n = 33
             with k.region("qk_softmax", expect={"mfma": 16, "ds_read": 16, "lds_dma": 6, "exp": exp_n,
                                                  "valu": (150, 175)}):
                 self.qk_cluster(nxt, 1 - p, softmax=self.softmax(cur), dma=self.dma_gen(p, 1 - p))
-            skip = f".Lskip_rescale_{p}"
+            if guard:                         # V_j -> KV now: after the barrier group A overwrites V buffer p
+                with k.region("v_prefetch", expect={"ds_read": 32}):
+                    for f in range(16):
+                        self.read_v(f, p)
+            skip = f".Lskip_rescale_{p}{sfx}"
             k.s_cmp_lg_u64(LAZY, 0)
             k.s_cbranch_scc0(k.L(skip))
             with k.region("rescale_o", expect={"valu": 64}):
                 for i in range(64):
                     k.v_mul_f32(O[i], CORR, O[i])
             k.label(skip)
-            k.s_waitcnt(vmcnt=6)              # V_j landed (K_{j+2}, V_{j+1} may still fly)
+            if guard:
+                k.s_waitcnt(lgkmcnt=0)        # the reads are done before anyone may overwrite V buffer p
+            # V_j landed (K_{j+2}, V_{j+1} may still fly); group B: K_{j+2} too -- A reads it after this barrier
+            k.s_waitcnt(vmcnt=3 if tight else 6)
             k.s_barrier()
-            with k.region("pv", expect={"mfma": 16, "ds_read": 32}):
-                self.pv_cluster(cur, p)
+            with k.region("pv", expect={"mfma": 16, "ds_read": 0 if guard else 32}):
+                self.pv_cluster(cur, p, prefetched=guard)
             k.s_add_u32(STEP, STEP, 1)
             k.s_cmp_lt_u32(STEP, N_TILES)
 
@@ -583,29 +608,74 @@ class _Builder:
             k.label(".Ldone")
             k.s_endpgm()
 
+    def loop(self, group_b=False):
+        k, sfx = self.k, "_b" if group_b else ""
+        k.s_mov_b32(STEP, 0)
+        k.label(f".Lloop{sfx}")
+        self.body(0, group_b)
+        k.s_cbranch_scc0(k.L(f".Ltail{sfx}"))
+        self.body(1, group_b)
+        k.s_cbranch_scc1(k.L(f".Lloop{sfx}"))
+        k.label(f".Ltail{sfx}")
+
     def build(self):
         k = self.k
         self.prologue()
-        k.s_mov_b32(STEP, 0)
-        k.label(".Lloop")
-        self.body(0)
-        k.s_cbranch_scc0(k.L(".Ltail"))
-        self.body(1)
-        k.s_cbranch_scc1(k.L(".Lloop"))
-        k.label(".Ltail")
+        if not self.stagger:
+            self.loop()
+        else:
+            # waves 0-3 (A) lead, waves 4-7 (B) lag one barrier: A's barrier n meets B's barrier n-1
+            k.s_cmp_ge_u32(WAVE, 4)
+            k.s_cbranch_scc1(k.L(".Lgroup_b"))
+            self.loop()
+            k.s_barrier()                     # A's extra barrier: meets B's last one
+            k.s_branch(k.L(".Lepilogue"))
+            k.label(".Lgroup_b")
+            if self.b_wait_start:
+                k.s_waitcnt(vmcnt=3)          # B's share of K_1 landed: A reads K_1 after this barrier
+            k.s_barrier()                     # B's extra barrier: meets A's first loop barrier
+            self.loop(group_b=True)
+            k.label(".Lepilogue")
         self.epilogue()
         return k
 
 
 def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, *, lazy_rescale=True,
-          setprio=True, q_prescale=False) -> Kernel:
+          setprio=True, q_prescale=False, stagger=False) -> Kernel:
     """The attention forward kernel (see the module docstring for the pipeline and limits).
 
     q_prescale=True folds scale*log2(e) into Q when Q is loaded (Q rounded back to bf16/f16);
     the default applies it in the exponent instead, v_fma_f32(S, c, -m) in place of v_sub_f32(S, m):
     the same VALU count, without the extra rounding of Q (which costs ~u*|S| absolute in every
-    score: 0.03 in log2 units for |S·log2e| ~ 20, see tests/test_fa_fwd.py)."""
-    return _Builder(dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale).build()
+    score: 0.03 in log2 units for |S·log2e| ~ 20, see tests/test_fa_fwd.py).
+
+    stagger=True (opt-in) runs the wave groups A = waves 0-3 and B = waves 4-7 half a phase apart:
+    B passes one extra s_barrier before the loop, A one before the epilogue, so both execute
+    1 + 2*n_tiles + 1 barriers and A's loop barrier n meets B's barrier n-1.  Waves w and w+4 share
+    a SIMD, so one group's 16 PV MFMAs run beside the other's Q·Kᵀ MFMAs + softmax VALU.
+    Barriers of step j: B1_j (before qk_softmax), B2_j (before pv).  Epochs between global
+    barriers, with what each group reads (R) and what its DMA writes (W); Kb/Vb = K/V buffer:
+
+      epoch                      group A                          group B
+      B0 .. (A B1_0|B Bx)        R Kb0 (K_0)                      R Kb0 (K_0)
+      X_j: (A B1_j|B B2_j-1) ..  qk_softmax_j: R Kb(j+1)%2         pv_j-1 MFMAs from VGPRs: no LDS
+                                 W Kb j%2 (K_j+2), Vb(j+1)%2 (V_j+1)   (default pv would R Vb(j+1)%2: race)
+      Y_j: (A B2_j|B B1_j) ..    pv_j: R Vb j%2                   qk_softmax_j: R Kb(j+1)%2, W Kb j%2,
+                                                                  Vb(j+1)%2; then R Vb j%2 (V_j -> VGPRs)
+      (A Bend|B B2_n-1) ..       epilogue: no LDS                 pv_n-1 from VGPRs: no LDS
+
+    In every epoch the buffers read and written are disjoint, and each buffer's last read is a
+    barrier before its next write, so the two K and two V buffers suffice; what changes is
+      * V in VGPRs: in X_j A's DMA overwrites V buffer (j+1)%2, which B's pv_j-1 would still read,
+        so B reads all 16 V fragments (the whole KV region, free after the Q·Kᵀ MFMAs) before B2_j-1,
+        then s_waitcnt lgkmcnt(0); its pv cluster touches no LDS;
+      * B's DMA waits: B issues DMAs half a phase after A, and A reads them one barrier earlier
+        than in the default: B waits vmcnt(3) before B2_j (its K_j+2 landed: A reads it in X_j+1),
+        vmcnt(0) before B1_j (its V_j landed: A reads it in Y_j, B's prefetch too), and vmcnt(3)
+        before its extra barrier (K_1).  A's waits are the default ones (B reads A's tiles later).
+    Group A runs the default loop body; the default kernel's instruction stream is unchanged."""
+    return _Builder(dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
+                    stagger).build()
 
 
 def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):
@@ -622,9 +692,11 @@ def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):
     return [vals[a.name] for a in kern.args]
 
 
-def run(q, k, v, causal=False, scale=None, backend="emu", kernel=None, aiter_args=False, q_prescale=False):
+def run(q, k, v, causal=False, scale=None, backend="emu", kernel=None, aiter_args=False, q_prescale=False,
+        stagger=False, seed=None):
     """Launch on q [B, Hq, Sq, 128], k/v [B, Hkv, Sk, 128] (bf16 or f16, contiguous).
-    Returns (out [B, Hq, Sq, 128] in q's dtype, lse [B, Hq, Sq] float32)."""
+    Returns (out [B, Hq, Sq, 128] in q's dtype, lse [B, Hq, Sq] float32).
+    seed (emulator only): random wave interleaving."""
     import torch
     from flyasm.run import launch
     dtype = {torch.bfloat16: "bf16", torch.float16: "f16"}[q.dtype]
@@ -633,11 +705,11 @@ def run(q, k, v, causal=False, scale=None, backend="emu", kernel=None, aiter_arg
         raise ValueError("head dim must be 128")
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     q, k, v = (t.contiguous() for t in (q, k, v))
-    kern = kernel or build(dtype, causal, Hq, k.shape[1], aiter_args, q_prescale=q_prescale)
+    kern = kernel or build(dtype, causal, Hq, k.shape[1], aiter_args, q_prescale=q_prescale, stagger=stagger)
     out = torch.full_like(q, float("nan"))                      # poisoned
     lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
     res = kern.build()                                           # static checks: zero findings or an error
     grid = (-(-Sq // 256), Hq, B)                                # workgroups (HIP gridDim)
     launch(res, grid, (512, 1, 1), *kernel_args(kern, q, k, v, out, lse, scale, causal), backend=backend,
-           kernel=kern.name)
+           kernel=kern.name, **({} if seed is None else {"seed": seed}))
     return out, lse
