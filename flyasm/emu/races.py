@@ -9,6 +9,16 @@ access is a race when its outcome depends on the order of two waves:
   * write-after-read: a wave writes bytes another wave read in this epoch.
 A race raises an EmuError naming the instruction, the pc, both waves and the byte range. All
 bookkeeping is numpy over the flat LDS indices the DS / LDS-DMA semantics already compute.
+
+State is per byte (writer wave, reader bitmask, written value), so sub-dword accesses are exact.
+Accesses of whole aligned dwords (every DS b32..b128, read2/write2, tr, dword LDS-DMA: the common
+case) work on dword views of the same arrays: the writer bytes as one int32 (a wave's id repeated
+4 times), the 4 reader masks as one uint64, the written bytes as one uint32, with gathers and plain
+scatters - no ufunc.at. Reader bits are set per group of batch waves with the same index in their
+workgroup, so no two elements of one scatter hit the same dword with different bits. Per-workgroup
+flags (any write / any read in this epoch) skip the checks that cannot fire and the epoch resets
+of untouched LDS. A dword check that finds a suspect re-runs the access on the byte path, which
+decides and names the race exactly as before.
 LDS-DMA writes count at issue (their landing is checked by the in-flight LDS check).
 Waves that have ended are treated as ordered before later epochs (the barrier does not wait for
 them on silicon either; their stores were issued before they ended).
@@ -18,6 +28,10 @@ from __future__ import annotations
 import numpy as np
 
 from .memory import EmuError
+
+
+_REP4 = np.int32(0x01010101)
+_REP4_16 = np.uint64(0x0001000100010001)
 
 
 class LdsRaces:
@@ -32,16 +46,34 @@ class LdsRaces:
         self.local = local
         if local.size and local.max() >= 16:
             raise EmuError("LDS race tracking supports at most 16 waves per workgroup (1024 work-items)")
-        self.writer = np.full(arena_size, -1, np.int8)
-        self.readers = np.zeros(arena_size, np.uint16)
-        self.wval = np.zeros(arena_size, np.uint8)          # value the epoch's writer stored
+        # arrays padded to whole 8 bytes, then a 16-byte dummy region that inactive lanes of dword
+        # accesses point at (its state is reset before every dword access and never reported)
+        n = (arena_size + 7) // 8 * 8
+        self.dummy = n
+        size = n + 16
+        self.writer = np.full(size, -1, np.int8)
+        self.readers = np.zeros(size, np.uint16)
+        self.wval = np.zeros(size, np.uint8)          # value the epoch's writer stored
+        self.w32 = self.writer.view(np.int32)
+        self.r64 = self.readers.view(np.uint64)
+        self.v32 = self.wval.view(np.uint32)
+        n_wg = int(self.wg_of.max()) + 1 if self.wg_of.size else 0
+        self.n_wg = max(n_wg, (arena_size - 16) // lds_size if lds_size else 0)
+        self.wrote = np.zeros(self.n_wg, bool)        # workgroup wrote LDS in this epoch
+        self.read = np.zeros(self.n_wg, bool)         # workgroup read LDS in this epoch
 
     def new_epoch(self, wgs):
-        for g in np.unique(np.asarray(wgs)).tolist():
-            s = slice(g * self.lds_size, (g + 1) * self.lds_size)
-            self.writer[s] = -1
-            self.readers[s] = 0
-            self.wval[s] = 0
+        gs = np.unique(np.asarray(wgs))
+        for flag, arr, empty in ((self.wrote, self.writer, -1), (self.read, self.readers, 0)):
+            touched = gs[flag[gs]]
+            if touched.size == 0:
+                continue
+            if touched.size == self.n_wg:
+                arr[:self.n_wg * self.lds_size] = empty
+            else:
+                for g in touched.tolist():
+                    arr[g * self.lds_size:(g + 1) * self.lds_size] = empty
+            flag[touched] = False
 
     def _race(self, inst, waves, kind, other, flat):
         from .machine import where
@@ -52,10 +84,89 @@ class LdsRaces:
                        f"since the last s_barrier; separate them with s_waitcnt lgkmcnt(0) + s_barrier")
 
     def access(self, inst, ids: np.ndarray, idx: np.ndarray, active: np.ndarray, write: bool, vals=None):
-        """ids: wave ids [k]; idx: flat LDS byte indices [k, 64, n] (or [k, 64]); active: [k, 64];
-        vals: the bytes a write stores, shaped like idx."""
+        """ids: wave ids [k]; idx: flat LDS byte indices [k, 64, n] (or [k, 64]), consecutive per lane
+        (idx[..., j] == idx[..., 0] + j); active: [k, 64]; vals: the bytes a write stores, shaped like idx."""
         if idx.ndim == 2:
             idx = idx[..., None]
+        ids = np.asarray(ids) if not isinstance(ids, np.ndarray) else ids
+        n = idx.shape[-1]
+        base = idx[..., 0]
+        if n % 4 == 0 and base.size and not (base & 3).any() \
+                and np.array_equal(idx[0, 0], base[0, 0] + np.arange(n)):
+            if write:
+                self._write_dwords(inst, ids, idx, base, n // 4, active, vals)
+            else:
+                self._read_dwords(inst, ids, idx, base, n // 4, active)
+            return
+        self._bytes(inst, ids, idx, active, write, vals)
+
+    # ---- whole aligned dwords ----------------------------------------------------------------
+    def _dwords(self, base, nd, active):
+        if not active.all():
+            base = np.where(active, base, self.dummy)
+        d = base >> 2
+        return d[..., None] + np.arange(nd) if nd > 1 else d[..., None]
+
+    def _reset_dummy(self):
+        D = self.dummy
+        self.writer[D:D + 16] = -1
+        self.readers[D:D + 16] = 0
+
+    def _read_dwords(self, inst, ids, idx, base, nd, active):
+        wgs = self.wg_of[ids]
+        me = self.local[ids]
+        self._reset_dummy()
+        check = self.wrote[wgs].any()
+        w32, r64 = self.w32, self.r64
+        groups = [(int(me[0]), slice(None))] if (me == me[0]).all() else \
+            [(j, np.nonzero(me == j)[0]) for j in np.unique(me).tolist()]
+        for j, rows in groups:
+            d = self._dwords(base[rows], nd, active[rows])
+            if check:
+                cur = w32[d]
+                if ((cur != -1) & (cur != j * _REP4)).any():
+                    # some dword holds another wave's bytes: decide and name it byte by byte
+                    return self._bytes(inst, ids, idx, active, False, None)
+            r64[d] = r64[d] | (np.uint64(1 << j) * _REP4_16)
+        self.read[wgs] = True
+
+    def _write_dwords(self, inst, ids, idx, base, nd, active, vals):
+        wgs = self.wg_of[ids]
+        me = self.local[ids]
+        self._reset_dummy()
+        k = len(ids)
+        v = np.ascontiguousarray(vals, np.uint8).view(np.uint32).reshape(k, 64, nd)
+        d = self._dwords(base, nd, active)
+        w32, r64, v32 = self.w32, self.r64, self.v32
+        rep = (me.astype(np.int32) * _REP4)[:, None, None]
+        if self.wrote[wgs].any():
+            cur = w32[d]
+            if ((cur != -1) & (cur != rep) & (v32[d] != v)).any():
+                return self._bytes(inst, ids, idx, active, True, vals)
+        if self.read[wgs].any():
+            mine = ((np.uint64(1) << me.astype(np.uint64)) * _REP4_16)[:, None, None]
+            if (r64[d] & ~mine).any():
+                return self._bytes(inst, ids, idx, active, True, vals)
+        w32[d] = rep
+        v32[d] = v
+        if k > 1 and np.unique(wgs).size < k:
+            # two waves of this batch writing the same dword: the last assignment wins, so a dword
+            # whose recorded writer is not the wave that wrote it was written by two waves
+            clash = (w32[d] != rep) & (v32[d] != v)
+            if not active.all():
+                clash &= active[..., None]
+            if clash.any():
+                r, lane, c = np.unravel_index(int(np.argmax(clash)), clash.shape)
+                dw = int(d[r, lane, c])
+                diff = self.wval[4 * dw:4 * dw + 4] != v[r, lane, c:c + 1].view(np.uint8)
+                b = 4 * dw + int(np.argmax(diff))
+                self._race(inst, ids[r], "write-after-write", self.writer[b], b)
+        self.wrote[wgs] = True
+
+    # ---- any bytes (sub-dword or unaligned accesses; exact decisions and messages) -------------
+    def _bytes(self, inst, ids, idx, active, write, vals):
+        wgs = self.wg_of[ids]
+        (self.wrote if write else self.read)[wgs] = True
         wl = np.broadcast_to(self.local[ids][:, None, None], idx.shape)
         act = np.broadcast_to(active[..., None], idx.shape)
         b = idx[act]
