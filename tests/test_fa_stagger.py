@@ -104,3 +104,18 @@ def test_broken_stagger_is_caught(attr, seed):
     q, k, v = _inputs(1, 1, 1, 256, 192, torch.bfloat16, seed=31)
     with pytest.raises(EmuError, match=r"LDS race|will still write"):
         fa_fwd.run(q, k, v, kernel=_broken(attr), seed=seed)
+
+
+def test_stagger_model_benchmark_runs():
+    import json
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "benchmarks/fa_stagger_model.py", "--json"], capture_output=True, text=True,
+                       cwd=root, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert [(x["stagger"], x["loop"]) for x in rows] == [(False, ".Lloop"), (True, ".Lloop"), (True, ".Lloop_b")]
+    # group A runs the default loop body, so the one-wave model must give it identical numbers
+    assert {k: v for k, v in rows[0].items() if k not in ("kernel", "stagger", "group")} == \
+        {k: v for k, v in rows[1].items() if k not in ("kernel", "stagger", "group")}
+    assert rows[2]["ds_read_issue"] == rows[0]["ds_read_issue"] and rows[2]["mfma_busy"] == rows[0]["mfma_busy"]
