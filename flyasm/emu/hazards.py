@@ -12,9 +12,14 @@ rules sharing a (group, operand) key share one backward search, the nearest prod
 rule of the group decides, and a key expires once the distance reaches the largest wait count of
 its rules. Not modelled: the soft-clause (XNACK replay) rule, which is not a wait-state hazard.
 
-History is kept per wave in a ring of (instruction index, wait-state clock after it). While every
-step runs all waves together (lockstep) one shared Python history is used; the first step that runs
-a subset switches to per-wave numpy rings.
+History is the sequence of instruction indices a wave issued (the last H of them): the distance
+from a consumer back to an entry is the sum of the wait states of the entries issued after it, so
+the sequence alone decides every check. Waves with the same sequence share one history (a group):
+while every step runs all waves together (lockstep) there is one group and no per-wave state; a
+step that runs part of a group splits it (the stepping waves get a copy of the sequence), groups
+stepping in one batch whose sequences became equal again merge, and one group holding every wave
+returns to the lockstep form. A step costs one backward search per group in the batch, whatever
+the number of waves. Consumers and their producer matches are cached on the Program per mode.
 """
 from __future__ import annotations
 
@@ -74,25 +79,18 @@ class HazardTracker:
         # verify: every instruction >= 1 wait state, so MAX_WAITS + 1 entries always reach the limit;
         # strict: SALU/memory count 0 - a longer ring (a producer further back than it is not seen)
         self.H = MAX_WAITS + 2 if not self.strict else 128
-        self.ws = [wait_states(i, self.strict) for i in self.insts]
-        self.cons: list[_Consumer | None] = [None] * len(self.insts)
-        self.lock = True                      # all waves executed every step so far
-        self.hist: deque = deque(maxlen=self.H)
-        self.clock = 0
-        self.hi = self.hc = self.head = self.clk = None
+        cache = program.__dict__.setdefault("_hazards", {})
+        if mode not in cache:       # consumers and their producer matches depend only on program + mode
+            cache[mode] = ([wait_states(i, self.strict) for i in self.insts], [None] * len(self.insts))
+        self.ws, self.cons = cache[mode]
+        self.hists: list = [deque(maxlen=self.H)]     # group -> issued instruction indices (newest last)
+        self.gid = None                               # wave -> group; None: one group of all waves
+        self.count: list = [n_waves]                  # waves per group
 
-    # ---- per-wave arrays (after the first divergent step) ----------------------------------------
-    def _unlock(self):
-        H, W = self.H, self.W
-        self.hi = np.full((W, H), -1, np.int64)
-        self.hc = np.zeros((W, H), np.int64)
-        n = len(self.hist)
-        for j, (p, c) in enumerate(self.hist):
-            self.hi[:, j] = p
-            self.hc[:, j] = c
-        self.head = np.full(W, n, np.int64)
-        self.clk = np.full(W, self.clock, np.int64)
-        self.lock = False
+    @property
+    def lock(self) -> bool:
+        """All waves share one history (every step so far ran them all, or they reconverged)."""
+        return self.gid is None
 
     def consumer(self, p: int) -> _Consumer:
         c = self.cons[p]
@@ -104,48 +102,98 @@ class HazardTracker:
         """Check instruction p as a consumer for waves w, then record that they issued it."""
         cons = self.cons[p] or self.consumer(p)
         full = isinstance(w, slice)
-        if self.lock and not full:
-            self._unlock()
-        if self.lock:
+        if self.gid is None:
+            if full:
+                h = self.hists[0]
+                if cons.keys:
+                    self._walk(cons, p, h, None)
+                h.append(p)
+                return
+            self.gid = np.zeros(self.W, np.int64)
+        gids = self.gid if full else self.gid[w]
+        ids = None
+        g0 = int(gids[0])
+        if (gids == g0).all():
+            parts = [(g0, len(gids), None)]
+        else:
+            ids = np.arange(self.W) if full else w
+            ug, cnt = np.unique(gids, return_counts=True)
+            parts = [(int(g), int(c), ids[gids == g]) for g, c in zip(ug, cnt)]
+        stepped = []
+        for g, n, members in parts:
+            if n != self.count[g]:                  # part of the group steps: it gets its own copy
+                if members is None:
+                    members = np.arange(self.W)[w] if full else w
+                g = self._new_group(self.hists[g], members, g)
+            h = self.hists[g]
             if cons.keys:
-                now = self.clock
-                self._walk(cons, p, [(pi, now - c) for pi, c in reversed(self.hist)], None)
-            self.clock += self.ws[p]
-            self.hist.append((p, self.clock))
-            return
-        ids = np.arange(self.W) if full else w
-        head = self.head[ids]
-        if cons.keys:
-            order = (head[:, None] - 1 - np.arange(self.H)[None, :]) % self.H
-            hi = np.take_along_axis(self.hi[ids], order, 1)
-            dist = self.clk[ids][:, None] - np.take_along_axis(self.hc[ids], order, 1)
-            rows = np.concatenate([hi, dist], 1)
-            if (rows == rows[0]).all():
-                uniq, first = rows[:1], np.zeros(1, np.int64)
-            else:
-                uniq, first = np.unique(rows, axis=0, return_index=True)
-            for r, f in zip(uniq, first):
-                self._walk(cons, p, list(zip(r[:self.H].tolist(), r[self.H:].tolist())), int(ids[f]))
-        pos = head % self.H
-        self.clk[ids] += self.ws[p]
-        self.hi[ids, pos] = p
-        self.hc[ids, pos] = self.clk[ids]
-        self.head[ids] = head + 1
+                self._walk(cons, p, h, (g, members))
+            h.append(p)
+            stepped.append(g)
+        if len(stepped) > 1:
+            self._merge(stepped)
 
-    def _walk(self, cons: _Consumer, p: int, hist, wave):
+    def _first_wave(self, who):
+        """The lowest wave of the stepping group who = (group, members or None = the whole group)."""
+        if who is None:
+            return None
+        g, members = who
+        return int(members[0]) if members is not None else int(np.argmax(self.gid == g))
+
+    def _new_group(self, h, members, old):
+        g = len(self.hists)
+        for k, c in enumerate(self.count):            # reuse an empty slot
+            if c == 0:
+                g = k
+                break
+        if g == len(self.hists):
+            self.hists.append(None)
+            self.count.append(0)
+        self.hists[g] = deque(h, maxlen=self.H)
+        self.gid[members] = g
+        self.count[g] = len(members)
+        self.count[old] -= len(members)
+        if self.count[old] == 0:
+            self.hists[old] = None
+        return g
+
+    def _merge(self, groups):
+        """Groups that just issued the same instruction merge when their histories are equal."""
+        keep = {}
+        for g in groups:
+            h = self.hists[g]
+            key = tuple(h)
+            t = keep.get(key)
+            if t is None:
+                keep[key] = g
+                continue
+            self.gid[self.gid == g] = t
+            self.count[t] += self.count[g]
+            self.count[g] = 0
+            self.hists[g] = None
+            if self.count[t] == self.W:               # everyone again: back to the lockstep form
+                self.hists, self.count, self.gid = [self.hists[t]], [self.W], None
+                return
+
+    def _walk(self, cons: _Consumer, p: int, hist, who):
+        """Backward search from consumer p over the issued sequence hist (newest last); who names
+        the waves for a message (None: all waves in lockstep)."""
         pending = set(range(len(cons.keys)))
         limits = cons.limits
-        insts = self.insts
-        for pi, d in hist:
-            if pi < 0 or d >= cons.maxlimit:
+        maxlimit = cons.maxlimit
+        insts, ws = self.insts, self.ws
+        d = 0
+        for pi in reversed(hist):
+            if d >= maxlimit:
                 break
             for k, need, rule in cons.match(pi, insts[pi]):
                 if k in pending and d < limits[k]:
                     pending.discard(k)
                     if need > d:
-                        self._raise(p, pi, d, need, rule, wave)
+                        self._raise(p, pi, d, need, rule, self._first_wave(who))
             if not pending:
                 break
+            d += ws[pi]
 
     def _raise(self, ci, pi, dist, need, rule, wave):
         from ..check.hazards import nops_for

@@ -1,4 +1,6 @@
-"""LDS race tracker (flyasm/emu/races.py): the dword fast path (whole aligned dwords on dword views,
+"""Fast paths of the emulator's fidelity trackers against their simple forms.
+
+LDS race tracker (flyasm/emu/races.py): the dword fast path (whole aligned dwords on dword views,
 reader bits per wave group, per-workgroup epoch flags) must decide exactly like the byte path.
 
 * differential: random access sequences (sizes 1..16 bytes, aligned and not, partial EXEC, random
@@ -7,6 +9,11 @@ reader bits per wave group, per-workgroup epoch flags) must decide exactly like 
   and the same per-byte state after every access;
 * as executed: sub-dword writes of different waves into one dword are not a race, a dword read over
   bytes of two writers is; a read broadcast to every wave of a batch records every reader.
+
+Hazard tracker (flyasm/emu/hazards.py): histories shared by wave groups (split on partial steps,
+merged on reconvergence) against one history per wave, over random steps of random wave subsets
+through a program with MFMA, VALU->MFMA, trans, m0 and readfirstlane rows: the same verdict at the
+same step, and each wave's group history equal to its own.
 """
 from __future__ import annotations
 
@@ -122,3 +129,65 @@ def test_broadcast_read_records_every_reader(writer, first_other):
         snippet(["ds_read_b32 v3, v4", "s_waitcnt lgkmcnt(0)", "ds_write_b32 v1, v2"],
                 {1: own, 2: np.broadcast_to(W + 1, (4, 64)), 4: np.zeros(64, np.uint32)},
                 waves=4, lds=256, exec_mask=L == 0)
+
+
+# ---- hazard tracker: group-shared histories vs one history per wave ------------------------------
+HZ_PROGRAM = ["v_mfma_f32_32x32x8_f16 v[0:15], v[16:17], v[18:19], v[0:15]", "v_add_f32 v20, v0, v1",
+              "s_nop 3", "v_mov_b32 v16, v21", "v_exp_f32 v22, v23", "v_add_f32 v24, v22, v22",
+              "s_add_u32 s0, s0, 1", "s_nop 7", "v_mfma_f32_16x16x16_f16 v[32:35], v[16:17], v[18:19], v[32:35]",
+              "v_mov_b32 v33, v25", "s_mov_b32 m0, s1", "v_readfirstlane_b32 s2, v20"]
+
+
+def _hz_program():
+    from flyasm.emu.program import Descriptor, Program, resolve_branches
+    from flyasm.isa.syntax import parse_instruction
+    insts = []
+    for i, t in enumerate(HZ_PROGRAM + ["s_endpgm"]):
+        inst = parse_instruction(t)
+        inst.pc = 4 * i
+        insts.append(inst)
+    return Program("hz", insts, Descriptor(0, 0, 0, 0, 0, 0, 0), [], {}, resolve_branches(insts))
+
+
+@pytest.mark.parametrize("mode", ["verify", "strict"])
+def test_hazard_groups_decide_like_per_wave_histories(mode):
+    from collections import deque
+    from flyasm.emu.hazards import HazardTracker
+    prog, W = _hz_program(), 6
+    n_inst = len(HZ_PROGRAM)
+    hazards = 0
+    for trial in range(40):
+        fast = HazardTracker(prog, W, mode)
+        ref = HazardTracker(prog, W, mode)
+        per_wave = [deque(maxlen=ref.H) for _ in range(W)]
+        for step in range(200):
+            p = int(RNG.integers(0, n_inst))
+            if RNG.random() < 0.4:
+                w, waves = slice(None), list(range(W))
+            else:
+                waves = sorted(RNG.choice(W, int(RNG.integers(1, W + 1)), replace=False).tolist())
+                w = np.array(waves)
+            try:
+                fast.step(w, p)
+                got = None
+            except EmuError as e:
+                got = str(e)
+            want = None
+            cons = ref.consumer(p)
+            for x in waves:
+                try:
+                    if cons.keys:
+                        ref._walk(cons, p, per_wave[x], (0, np.array([x])))
+                except EmuError as e:
+                    want = want or str(e)
+                per_wave[x].append(p)
+            assert (got is None) == (want is None), (trial, step, got, want)
+            if got is not None:
+                hazards += 1
+                break
+            if fast.gid is not None:     # each wave's group history is its own history
+                for x in range(W):
+                    assert list(fast.hists[fast.gid[x]]) == list(per_wave[x]), (trial, step, x)
+            else:
+                assert all(list(fast.hists[0]) == list(h) for h in per_wave)
+    assert hazards > 5
