@@ -6,7 +6,7 @@ reader bits per wave group, per-workgroup epoch flags) must decide exactly like 
 * differential: random access sequences (sizes 1..16 bytes, aligned and not, partial EXEC, random
   wave subsets of two workgroups, values from a tiny set so identical-value writes occur, barrier
   epochs) through the tracker and through a byte-only copy: the same race (same message) or none,
-  and the same per-byte state after every access;
+  and the same per-byte state after every access (through access() and access_range());
 * as executed: sub-dword writes of different waves into one dword are not a race, a dword read over
   bytes of two writers is; a read broadcast to every wave of a batch records every reader.
 
@@ -80,7 +80,14 @@ def test_dword_path_decides_like_the_byte_path(trial):
         write = bool(RNG.random() < 0.4)
         vals = RNG.integers(0, 2, (k, 64, n)).astype(np.uint8) if write else None
         inst = _Inst(step)
-        got = _outcome(fast, inst, ids, idx, active, write, vals)
+        if RNG.random() < 0.5:               # the same access in access_range form (no byte index)
+            try:
+                fast.access_range(inst, ids, idx[..., 0], n, active, write, vals)
+                got = None
+            except EmuError as e:
+                got = str(e)
+        else:
+            got = _outcome(fast, inst, ids, idx, active, write, vals)
         want = _outcome(ref, inst, ids, idx, active, write, vals)
         assert got == want, (step, n, align, write)
         if want is not None:

@@ -47,6 +47,7 @@ def _fp8_table(exp_bits: int) -> np.ndarray:
 
 FP8 = {"fp8": _fp8_table(4), "bf8": _fp8_table(5)}
 FP8_32 = {k: v.astype(np.float32) for k, v in FP8.items()}      # every fp8/bf8 value is exact in float32
+F16_32 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)  # exact
 ITEM_DTYPE = {"bf16": np.uint16, "bf16_1k": np.uint16, "f16": np.float16, "i8": np.int8,
               "fp8": np.uint8, "bf8": np.uint8}
 
@@ -61,9 +62,11 @@ def items_f32(x: np.ndarray, kind: str) -> np.ndarray:
     """Raw items (any shape) -> float32 values, exact (int8 values too)."""
     if kind in ("bf16", "bf16_1k"):
         return (x.astype(np.uint32) << 16).view(np.float32)
-    if kind in ("f16", "i8"):
+    if kind == "f16":                          # table lookup: ~2x faster than numpy's half cast
+        return F16_32.take(x.view(np.uint16))
+    if kind == "i8":
         return x.astype(np.float32)
-    return FP8_32[kind][x]
+    return FP8_32[kind].take(x)
 
 
 def layout(M, N, K, B=1):

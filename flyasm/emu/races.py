@@ -32,6 +32,7 @@ from .memory import EmuError
 
 _REP4 = np.int32(0x01010101)
 _REP4_16 = np.uint64(0x0001000100010001)
+_SHIFT = {1: 2, 2: 3, 4: 4}
 
 
 class LdsRaces:
@@ -46,9 +47,9 @@ class LdsRaces:
         self.local = local
         if local.size and local.max() >= 16:
             raise EmuError("LDS race tracking supports at most 16 waves per workgroup (1024 work-items)")
-        # arrays padded to whole 8 bytes, then a 16-byte dummy region that inactive lanes of dword
+        # arrays padded to whole 16 bytes, then a 16-byte dummy region that inactive lanes of dword
         # accesses point at (its state is reset before every dword access and never reported)
-        n = (arena_size + 7) // 8 * 8
+        n = (arena_size + 15) // 16 * 16
         self.dummy = n
         size = n + 16
         self.writer = np.full(size, -1, np.int8)
@@ -57,6 +58,13 @@ class LdsRaces:
         self.w32 = self.writer.view(np.int32)
         self.r64 = self.readers.view(np.uint64)
         self.v32 = self.wval.view(np.uint32)
+        # granule views: an aligned access of g = 1, 2 or 4 dwords per lane is one row of g dwords
+        # (gathered with take on [rows, g], scattered with put on a g-dword void view), so no
+        # per-dword index array is built
+        self.views = {}
+        for key, flat in (("w", self.w32), ("r", self.r64), ("v", self.v32)):
+            for g in (1, 2, 4):
+                self.views[key, g] = (flat.reshape(-1, g), flat.view(np.dtype((np.void, g * flat.itemsize))))
         n_wg = int(self.wg_of.max()) + 1 if self.wg_of.size else 0
         self.n_wg = max(n_wg, (arena_size - 16) // lds_size if lds_size else 0)
         self.wrote = np.zeros(self.n_wg, bool)        # workgroup wrote LDS in this epoch
@@ -100,12 +108,45 @@ class LdsRaces:
             return
         self._bytes(inst, ids, idx, active, write, vals)
 
+    def access_range(self, inst, ids: np.ndarray, flat: np.ndarray, nbytes: int, active: np.ndarray,
+                     write: bool, vals=None):
+        """access() for lanes that each touch nbytes consecutive bytes from flat [k, 64]: aligned
+        whole dwords never build the [k, 64, nbytes] byte index (callers may prefer this form)."""
+        if nbytes % 4 == 0 and flat.size and not (flat & 3).any():
+            if write:
+                return self._write_dwords(inst, ids, _Lazy(flat, nbytes), flat, nbytes // 4, active, vals)
+            return self._read_dwords(inst, ids, _Lazy(flat, nbytes), flat, nbytes // 4, active)
+        self._bytes(inst, ids, flat[..., None] + np.arange(nbytes), active, write, vals)
+
     # ---- whole aligned dwords ----------------------------------------------------------------
-    def _dwords(self, base, nd, active):
+    def _index(self, base, nd, active):
+        """Index of each lane's dwords: (row index [.., 64], g) on the g-dword granule views when
+        the addresses are aligned to them, else (dword index [.., 64, nd], 0)."""
         if not active.all():
             base = np.where(active, base, self.dummy)
-        d = base >> 2
-        return d[..., None] + np.arange(nd) if nd > 1 else d[..., None]
+        if nd in (1, 2, 4) and not (base & (4 * nd - 1)).any():
+            return base >> _SHIFT[nd], nd
+        return (base >> 2)[..., None] + np.arange(nd), 0
+
+    def _get(self, key, ix):
+        i, g = ix
+        if g:
+            return self.views[key, g][0].take(i, axis=0)
+        return self.views[key, 1][0][i, 0]
+
+    def _put(self, key, ix, vals):
+        i, g = ix
+        rows, void = self.views[key, g or 1]
+        if g:
+            vals = np.ascontiguousarray(np.broadcast_to(vals, i.shape + (g,)), rows.dtype)
+            np.put(void, i, vals.view(void.dtype).reshape(i.shape))
+        else:
+            rows[i, 0] = vals
+
+    @staticmethod
+    def _dword_at(ix, r, lane, c):
+        i, g = ix
+        return int(i[r, lane]) * g + c if g else int(i[r, lane, c])
 
     def _reset_dummy(self):
         D = self.dummy
@@ -117,17 +158,16 @@ class LdsRaces:
         me = self.local[ids]
         self._reset_dummy()
         check = self.wrote[wgs].any()
-        w32, r64 = self.w32, self.r64
         groups = [(int(me[0]), slice(None))] if (me == me[0]).all() else \
             [(j, np.nonzero(me == j)[0]) for j in np.unique(me).tolist()]
         for j, rows in groups:
-            d = self._dwords(base[rows], nd, active[rows])
+            ix = self._index(base[rows], nd, active[rows])
             if check:
-                cur = w32[d]
+                cur = self._get("w", ix)
                 if ((cur != -1) & (cur != j * _REP4)).any():
                     # some dword holds another wave's bytes: decide and name it byte by byte
                     return self._bytes(inst, ids, idx, active, False, None)
-            r64[d] = r64[d] | (np.uint64(1 << j) * _REP4_16)
+            self._put("r", ix, self._get("r", ix) | (np.uint64(1 << j) * _REP4_16))
         self.read[wgs] = True
 
     def _write_dwords(self, inst, ids, idx, base, nd, active, vals):
@@ -136,28 +176,27 @@ class LdsRaces:
         self._reset_dummy()
         k = len(ids)
         v = np.ascontiguousarray(vals, np.uint8).view(np.uint32).reshape(k, 64, nd)
-        d = self._dwords(base, nd, active)
-        w32, r64, v32 = self.w32, self.r64, self.v32
+        ix = self._index(base, nd, active)
         rep = (me.astype(np.int32) * _REP4)[:, None, None]
         if self.wrote[wgs].any():
-            cur = w32[d]
-            if ((cur != -1) & (cur != rep) & (v32[d] != v)).any():
+            cur = self._get("w", ix)
+            if ((cur != -1) & (cur != rep) & (self._get("v", ix) != v)).any():
                 return self._bytes(inst, ids, idx, active, True, vals)
         if self.read[wgs].any():
             mine = ((np.uint64(1) << me.astype(np.uint64)) * _REP4_16)[:, None, None]
-            if (r64[d] & ~mine).any():
+            if (self._get("r", ix) & ~mine).any():
                 return self._bytes(inst, ids, idx, active, True, vals)
-        w32[d] = rep
-        v32[d] = v
+        self._put("w", ix, rep)
+        self._put("v", ix, v)
         if k > 1 and np.unique(wgs).size < k:
             # two waves of this batch writing the same dword: the last assignment wins, so a dword
             # whose recorded writer is not the wave that wrote it was written by two waves
-            clash = (w32[d] != rep) & (v32[d] != v)
+            clash = (self._get("w", ix) != rep) & (self._get("v", ix) != v)
             if not active.all():
                 clash &= active[..., None]
             if clash.any():
                 r, lane, c = np.unravel_index(int(np.argmax(clash)), clash.shape)
-                dw = int(d[r, lane, c])
+                dw = self._dword_at(ix, r, lane, c)
                 diff = self.wval[4 * dw:4 * dw + 4] != v[r, lane, c:c + 1].view(np.uint8)
                 b = 4 * dw + int(np.argmax(diff))
                 self._race(inst, ids[r], "write-after-write", self.writer[b], b)
@@ -165,6 +204,8 @@ class LdsRaces:
 
     # ---- any bytes (sub-dword or unaligned accesses; exact decisions and messages) -------------
     def _bytes(self, inst, ids, idx, active, write, vals):
+        if isinstance(idx, _Lazy):
+            idx = idx.build()
         wgs = self.wg_of[ids]
         (self.wrote if write else self.read)[wgs] = True
         wl = np.broadcast_to(self.local[ids][:, None, None], idx.shape)
@@ -200,3 +241,14 @@ class LdsRaces:
                 self._race(inst, wave_of[j], "write-after-write", self.writer[b[j]], b[j])
         else:
             np.bitwise_or.at(self.readers, b, bit)
+
+
+class _Lazy:
+    """The byte index of access_range, built only if the byte path needs it."""
+    __slots__ = ("flat", "n")
+
+    def __init__(self, flat, n):
+        self.flat, self.n = flat, n
+
+    def build(self):
+        return self.flat[..., None] + np.arange(self.n)
