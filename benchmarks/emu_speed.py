@@ -9,6 +9,14 @@ ds_read_b128, an lgkmcnt wait, two v_mfma_f32_32x32x16_bf16 and the loop SALU (2
 is cached per code object, so the warm-up pays it). --grid-in-items launches with grid counted in
 work-items, for measuring trees from before grid counted workgroups. --no-fidelity measures the
 core without the dynamic hazard and LDS race checks.
+
+Measured (2-core shared machine, best of 5, M wave-instr/s, with / --no-fidelity), tree 5fffd94
+vs 8ea3058 run back to back (float32 MFMA, dword-granule LDS race tracker, group-shared hazard
+histories):
+    mfma_16x16x32_f16_kloop   0.62 / 0.71  ->  1.30 / 1.35
+    loop_divergent            3.12 / 5.08  ->  4.50 / 5.19
+    lds_reduce_wg256          0.51 / 2.19  ->  1.39 / 2.25
+    gemm_like 256wg x8w       0.15 / 0.38  ->  0.60 / 0.75
 """
 from __future__ import annotations
 
