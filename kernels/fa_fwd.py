@@ -26,6 +26,7 @@ q_prescale=True instead folds it into Q when Q is loaded (in-flight Q scaling, o
 Q more: see build()).  The max is "lazy": the running max m used for
 P = exp2(S - m) is only moved when some lane's tile max exceeds it by more than 8 (P ≤ 2^8 stays
 exact enough in bf16 and far from fp32 overflow), so O is rarely rescaled.
+build(stagger=True) runs waves 0-3 and 4-7 half a phase apart (race-freedom argument in build()).
 
 Supported: head dim 128; 1 ≤ seqlen_q, seqlen_k < 2^24 with any remainder (masking); row strides
 ≥ 256 bytes and multiples of 16 bytes; byte offsets of one (batch, head) slice < 2^32; causal is
