@@ -134,6 +134,39 @@ def fast_layout(M, N, K, B, nd):
     return take_a, take_b, take_c, put_d
 
 
+def operand_gather(M, N, K, B, na, kind, which):
+    """Flat index of each A [B, M, K] (which="a") or B [B, K, N] (which="b") element among the raw
+    items of the operand's na registers taken as one contiguous [na, 64, items-per-dword] block
+    (register-major, then lane, then item within the dword, little-endian): one take per operand."""
+    (al, ai), (bl, bi), _ = layout(M, N, K, B)
+    lane, item = (al, ai) if which == "a" else (bl, bi)
+    ipr = 4 // np.dtype(ITEM_DTYPE[kind]).itemsize
+    return ((item // ipr) * (64 * ipr) + lane * ipr + item % ipr).reshape(-1).astype(np.intp)
+
+
+def d_view(M, N, K, B, nd):
+    """fn(regs [k, nd, 64]) -> a strided view of the registers shaped like the result reshaped to
+    [k, B1, B0, G, MI, H, N] (element (b, i, j) of D = C + A·B is register d_reg, lane d_lane of
+    layout()), so C is read and D written in place with no permuting copy; None when the shape
+    does not factor that way (checked against layout() once)."""
+    _, _, (dr, dl) = layout(M, N, K, B)
+    H = 4
+    BI = -(-64 // (N * M // H))
+    MI = (64 // BI) // N
+    G = max(M // (H * MI), 1)
+    B0 = min(BI, B)
+    B1 = max(B // B0, 1)
+    if B1 * G * H != nd or B0 * MI * N != 64 or B1 * B0 != B or G * MI * H != M:
+        return None, None
+
+    def view(x):
+        return x.reshape(x.shape[0], B1, G, H, B0, MI, N).transpose(0, 1, 4, 2, 5, 3, 6)
+    probe = np.arange(nd * 64).reshape(1, nd, 64)
+    if not np.array_equal(view(probe).reshape(-1), (dr * 64 + dl).reshape(-1)):
+        return None, None
+    return view, (B1, B0, G, MI, H, N)
+
+
 def _names():
     from ..isa import tables
     out = []
@@ -192,20 +225,50 @@ def c_mfma(inst, ctx):
     else:
         cf = np.uint32(cconst).view(np.float32) if cconst is not None else None
 
+    ia = operand_gather(M, N, K, B, na, ka, "a")
+    ib = operand_gather(M, N, K, B, na, kb, "b")
+    dv, p7 = d_view(M, N, K, B, nd)
+    scratch = {}
+
+    def operand(m, w, r0, perm, idx, kind, shape, key):
+        """Raw items of registers r0.. of waves w, permuted to shape by one take, as float32."""
+        reg = m.R[w, r0:r0 + na]
+        if perm is not None:
+            reg = reg[:, :, perm]
+        k = reg.shape[0]
+        items = np.ascontiguousarray(reg).reshape(k, na * 64).view(ITEM_DTYPE[kind]).take(idx, axis=1)
+        if kind != "bf16":
+            return items_f32(items, kind).reshape((k,) + shape)
+        buf = scratch.get(key)
+        if buf is None or buf.shape[0] != k:
+            # bf16 -> float32 is the 16 bits in the high half: the low halves stay zero
+            buf = scratch[key] = np.zeros((k, idx.size, 2), np.uint16)
+        buf[..., 1] = items
+        return buf.view(np.float32).reshape((k,) + shape)
+
     def run(m, w):
         if m.strict and not m.execm[w].all():
             raise EmuError(f"{where(inst)}: EXEC is not all ones; MFMA ignores EXEC (CDNA4 ISA 7.1.2: forced to "
                            f"all ones), so masked lanes would still be computed and written (emu option "
                            f"strict=False runs it as silicon does)")
-        ra, rb = m.R[w, a0:a0 + na], m.R[w, b0:b0 + na]
-        if pa is not None:
-            ra = ra[:, :, pa]
-        if pb is not None:
-            rb = rb[:, :, pb]
-        A = items_f32(take_a(raw_items(ra, ka)), ka)             # [k, B, M, K] float32, contiguous
-        Bm = items_f32(take_b(raw_items(rb, kb)), kb)            # [k, B, K, N]
+        A = operand(m, w, a0, pa, ia, ka, (B, M, K), "a")          # [k, B, M, K] float32, contiguous
+        Bm = operand(m, w, b0, pb, ib, kb, (B, K, N), "b")         # [k, B, K, N]
         with np.errstate(all="ignore"):
             P = np.matmul(A, Bm)                                 # [k, B, M, N] float32
+            if not is_int and dv is not None:
+                # D = P + C straight into the destination registers through strided views
+                k = P.shape[0]
+                whole = isinstance(w, slice)
+                dst = m.R[w, d0:d0 + nd] if whole else np.empty((k, nd, 64), np.uint32)
+                D = dv(dst).view(np.float32)
+                P7 = P.reshape((k,) + p7)
+                if c0 is not None:
+                    np.add(P7, dv(m.R[w, c0:c0 + nd]).view(np.float32), out=D)
+                else:
+                    np.add(P7, cf, out=D)        # also +0.0: (-0) + (+0) = +0 as D = C + A·B
+                if not whole:
+                    m.R[w, d0:d0 + nd] = dst
+                return
             if is_int:
                 if c0 is not None:
                     C = take_c(m.R[w, c0:c0 + nd]).view(np.int32).astype(np.int64)
