@@ -47,6 +47,11 @@ def _land_v(rows, data, mask, waves):
 
 def gather(arena, off, nbytes):
     """Bytes [k, 64, nbytes] -> dwords [k, n, 64]."""
+    nd = nbytes // 4
+    if nd in (1, 2, 4) and nbytes == 4 * nd and not (off & (nbytes - 1)).any():
+        # aligned to the access size: rows of an [n, nd] dword view, one take (no index per dword)
+        rows = arena[:arena.size // nbytes * nbytes].view(U32).reshape(-1, nd)
+        return rows.take(off >> (nbytes.bit_length() - 1), axis=0).transpose(0, 2, 1)
     if nbytes % 4 == 0 and arena.size % 4 == 0 and not (off & 3).any():     # aligned: gather dwords
         return arena.view(U32)[(off >> 2)[..., None] + np.arange(nbytes // 4)].transpose(0, 2, 1)
     b = arena[off[..., None] + np.arange(nbytes)]
@@ -73,17 +78,21 @@ def _lds_addr(m, w, inst, gaddr, offset, nbytes, align=1):
     is a misaligned address in strict mode (aligned DS mode; strict="unaligned" relaxes all but tr)."""
     a = gaddr(m, w).astype(np.int64) + offset
     ex = m.execm[w]
+    every = ex.all()
     if align > 1 and m.strict and (not m.unaligned_lds or "_tr_" in inst.name):
-        mis = ex & (a % align != 0)
+        mis = (a & (align - 1) != 0) if align & (align - 1) == 0 else (a % align != 0)
+        if not every:
+            mis &= ex
         if mis.any():
             bad = int(a[mis][0])
             raise EmuError(f"{where(inst)}: LDS address {bad} is not {align}-byte aligned ({inst.name} needs "
                            f"{align}-byte alignment in aligned DS mode; emu option strict='unaligned' allows it)")
-    if ((a + nbytes > m.lds_size) & ex).any():
+    if a.max() + nbytes > m.lds_size and ((a + nbytes > m.lds_size) & ex).any():
         bad = int(a[(a + nbytes > m.lds_size) & ex][0])
         raise EmuError(f"{where(inst)}: LDS access of {nbytes} bytes at {bad} is beyond the workgroup's "
                        f"{m.lds_size} bytes of LDS")
-    a = np.where(ex, a, 0)
+    if not every:
+        a = np.where(ex, a, 0)
     return a + (m.wg_of[m.ids(w)] * m.lds_size)[:, None]
 
 
@@ -113,15 +122,14 @@ def c_ds_read(inst, ctx):
         chunks = []
         for off, nb in parts:
             flat = _lds_addr(m, w, inst, ga, off, nb, lds_align(name, nb))
-            idx = flat[..., None] + np.arange(nb)
-            if m.n_lds_busy:
-                m.check_lds(inst, idx[ex])
+            if m.n_lds_busy:                          # byte indices only while an LDS-DMA is in flight
+                m.check_lds(inst, (flat[..., None] + np.arange(nb))[ex])
             if m.races is not None:
-                m.races.access(inst, m.ids(w), idx, ex, False)
+                m.races.access_range(inst, m.ids(w), flat, nb, ex, False)
             if nb >= 4:
                 chunks.append(gather(m.LDS, flat, nb))                      # dwords when aligned
                 continue
-            b = m.LDS[idx]
+            b = m.LDS[flat[..., None] + np.arange(nb)]
             if nb < 4:
                 v = b[..., 0].astype(np.int64) if nb == 1 else b.copy().view(np.uint16)[..., 0].astype(np.int64)
                 if DS_SUB[name][1]:
@@ -129,7 +137,7 @@ def c_ds_read(inst, ctx):
                 chunks.append((v & 0xFFFFFFFF).astype(U32)[:, None, :])
             else:
                 chunks.append(np.ascontiguousarray(b).view(U32).transpose(0, 2, 1))
-        data = np.concatenate(chunks, axis=1)
+        data = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=1)
         if tr_bits is not None:
             if not ex.all():
                 raise EmuError(f"{where(inst)}: EXEC must be all ones for {name} (CDNA4 ISA 11.4)")
