@@ -1,7 +1,17 @@
 """Run a few instructions directly in the emulator (decoded IR, no assembler): one workgroup of
 `waves` waves, registers set per wave, optional LDS and device buffers. Shared by the emulator
-fidelity tests (test_emu_valu/salu/lds/buffer/fidelity/mfma_modifiers)."""
+fidelity tests (test_emu_valu/salu/lds/buffer/fidelity/mfma_modifiers).
+
+Coverage registry: every snippet() that runs to completion records the mnemonics it executed
+(canonical names, bookkeeping like s_nop/s_waitcnt left out) under the calling test file; with
+FLYASM_EMU_COVERAGE=<path> set, the records are appended to <path> as JSON lines at exit
+(tools/emu_coverage.py runs the formula test files that way and counts)."""
 from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
 
 import numpy as np
 
@@ -10,9 +20,27 @@ from flyasm.emu.machine import AOFF, Machine
 from flyasm.emu.program import Descriptor, Program, resolve_branches
 from flyasm.isa.syntax import parse_instruction
 
-__all__ = ["snippet", "AOFF", "poison"]
+__all__ = ["snippet", "AOFF", "poison", "EXECUTED"]
 
 POISON = np.uint32(0xDEADBEEF)
+BOOKKEEPING = {"s_nop", "s_endpgm", "s_waitcnt", "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt"}
+EXECUTED: dict[str, set[str]] = {}     # test file name -> canonical mnemonics run by its snippets
+
+
+def _caller_file():
+    f = sys._getframe(2)
+    while f is not None and os.path.basename(f.f_code.co_filename) == "emu_snippet.py":
+        f = f.f_back
+    return os.path.basename(f.f_code.co_filename) if f is not None else "?"
+
+
+@atexit.register
+def _dump():
+    path = os.environ.get("FLYASM_EMU_COVERAGE")
+    if path and EXECUTED:
+        with open(path, "a") as fh:
+            for k, v in sorted(EXECUTED.items()):
+                fh.write(json.dumps({"file": k, "mnemonics": sorted(v)}) + "\n")
 
 
 def poison(n=64):
@@ -46,6 +74,7 @@ def snippet(lines, vregs=None, sregs=None, waves=1, lds=0, exec_mask=None, buffe
         m.S[:, r] = np.asarray(val, np.uint64).astype(np.uint32)
     m.addrs = addrs
     m.run()
+    EXECUTED.setdefault(_caller_file(), set()).update(i.name for i in insts if i.name not in BOOKKEEPING)
     for b, a in zip(buffers, addrs):
         b[...] = mem.read(a, b.nbytes).view(b.dtype).reshape(b.shape)
     return m

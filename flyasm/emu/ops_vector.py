@@ -437,14 +437,17 @@ _VOPC_RE = re.compile(r"^v_cmp(x?)_([a-z]+)_([fiu]\d+)$")
 
 def cmp_class(a, mask):
     """V_CMP_CLASS: bit test of the IEEE class of a (0 sNaN, 1 qNaN, 2 -inf, 3 -norm, 4 -denorm, 5 -0,
-    6 +0, 7 +denorm, 8 +norm, 9 +inf)."""
-    a = a.astype(np.float64) if a.dtype != np.float64 else a
-    fin = np.finfo(np.float32 if a.dtype == np.float32 else np.float64)
-    neg = np.signbit(a)
-    mag = np.abs(a)
-    cls = np.where(np.isnan(a), 1, np.where(np.isinf(a), np.where(neg, 2, 9),
-                   np.where(mag == 0, np.where(neg, 5, 6),
-                   np.where(mag < np.float32(np.finfo(np.float32).tiny), np.where(neg, 4, 7), np.where(neg, 3, 8)))))
+    6 +0, 7 +denorm, 8 +norm, 9 +inf), from the bit fields of a's own format (f16/f32/f64)."""
+    a = np.asarray(a)
+    nb, ne, nm = {2: (16, 5, 10), 4: (32, 8, 23), 8: (64, 11, 52)}[a.dtype.itemsize]
+    b = a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]).astype(np.uint64)
+    neg = (b >> np.uint64(nb - 1)) != 0
+    ex = (b >> np.uint64(nm)) & np.uint64((1 << ne) - 1)
+    fr = b & np.uint64((1 << nm) - 1)
+    quiet = (fr >> np.uint64(nm - 1)) != 0
+    cls = np.where(ex == (1 << ne) - 1, np.where(fr == 0, np.where(neg, 2, 9), np.where(quiet, 1, 0)),
+                   np.where(ex == 0, np.where(fr == 0, np.where(neg, 5, 6), np.where(neg, 4, 7)),
+                            np.where(neg, 3, 8)))
     return ((mask.astype(np.int64) >> cls) & 1).astype(bool)
 
 
