@@ -10,7 +10,8 @@ Model (notes §3.4, CDNA4 ISA 4.4):
   it is complete, because the hardware stalls issue while a counter is full (LLVM's
   SIInsertWaitcnts makes the same assumption when a score bracket exceeds the counter).
 * LDS-DMA (`buffer_load_* ... lds`, `global_load_lds_*`) writes LDS, tracked by vmcnt: an `lds`
-  pseudo-register that a later DS read consumes.
+  pseudo-register that a later DS read consumes (RAW) and a later DS write must not overtake
+  (WAW: the DMA landing after the ds_write would undo it; LLVM's SIInsertWaitcnts waits there too).
 * Store data is read at issue: overwriting a store's data VGPRs is not a wait-counter matter (the
   2-wait-state row 27 hazard covers wide VMEM stores, see hazards.py); DS and SMEM stores likewise.
 * `s_barrier` does not wait (gfx950 `hasAutoWaitcntBeforeBarrier` not assumed): an LDS write or
@@ -75,6 +76,11 @@ def mem_op(i: Instruction, idx: int) -> Op | None:
 
 def reads_lds(i: Instruction) -> bool:
     return i.unit == "DS" and i.info.get("mem") in ("load", "atomic")
+
+
+def touches_lds(i: Instruction) -> bool:
+    """DS reads and writes: both must wait for an LDS DMA to the same bytes (RAW / WAW on LDS)."""
+    return i.unit == "DS" and i.info.get("mem") in ("load", "store", "atomic")
 
 
 def lds_buffer(i) -> str | None:
@@ -157,6 +163,8 @@ class WaitcntAnalysis:
         for o, afters in by_op.items():
             raw = o.writes & (reads | _lds_read_set(ins, o.writes)) if reads_lds(ins) else o.writes & reads
             waw = o.writes & {r for r in ins.writes if r[0] in ("v", "a", "s")}
+            if touches_lds(ins) and not reads_lds(ins):
+                waw |= o.writes & _lds_read_set(ins, o.writes)     # ds_write after a DMA to LDS
             if waw and op_self is not None and op_self.ordered and o.ordered and op_self.cls == o.cls:
                 waw = set()     # same in-order queue: the later write lands last
             if raw or waw:
@@ -243,8 +251,9 @@ def check_waitcnt(items: list) -> list[Finding]:
             msg = (f"{cons.describe()} is reached while {prod.describe()} may still be writing LDS that is "
                    f"read after the barrier; put {fix} before the barrier")
         elif any(r[0] == "lds" for r in regs):
-            rule = "lds_dma_read"
-            msg = (f"{cons.describe()} reads LDS that the DMA {prod.describe()} may still be writing; "
+            rule = "lds_dma_read" if kind == "raw" else "lds_dma_write"
+            verb = "reads" if kind == "raw" else "writes"
+            msg = (f"{cons.describe()} {verb} LDS that the DMA {prod.describe()} may still be writing; "
                    f"put {fix} right before it")
         else:
             ctr = "vmcnt" if "vm" in o.counters else "lgkmcnt"
