@@ -690,8 +690,8 @@ def c_pk(inst, ctx):
         execm = m.execm[w]
         hs = [halves(m, w, i) for i in range(nsrc)]
         with np.errstate(all="ignore"):
-            if fn is None:      # v_pk_mov_b32: lo from src0 (op_sel[0]), hi from src1 (op_sel[1])
-                lo, hi = hs[0][0], hs[1][1]
+            if fn is None:      # v_pk_mov_b32: lo from src0 (op_sel[0]), hi from src1 (op_sel[1]); op_sel_hi unused
+                lo, hi = hs[0][0], hs[1][0]
             else:
                 lo, hi = fn(*[h[0] for h in hs]), fn(*[h[1] for h in hs])
         if mods.get("clamp") and t == "f16":
