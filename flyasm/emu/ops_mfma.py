@@ -167,6 +167,25 @@ def d_view(M, N, K, B, nd):
     return view, (B1, B0, G, MI, H, N)
 
 
+def d_rows(M, N, K, B, nd):
+    """Row order of A that makes the result land in register order: with A's rows permuted by the
+    returned index (new row r holds row order[r]), P = A·B reshaped to [k, nd, 64] is D's registers
+    (true when a block's outputs fill whole registers, i.e. no two blocks share a register); None
+    otherwise. Checked against layout() for every (b, i, j)."""
+    _, _, (dr, dl) = layout(M, N, K, B)
+    pos = dr * 64 + dl - (np.arange(B) * M * N)[:, None, None]          # [B, M, N]
+    if pos.size != nd * 64 or (pos[..., 0] % N).any():
+        return None
+    r = pos[..., 0] // N                                               # [B, M]
+    if not (r == r[0]).all() or not np.array_equal(np.sort(r[0]), np.arange(M)):
+        return None
+    order = np.argsort(r[0])
+    if not np.array_equal(pos[:, order, :], (np.arange(M)[:, None] * N + np.arange(N)).repeat(B, 0).reshape(B, M, N)
+                          if B == 1 else np.broadcast_to(np.arange(M)[:, None] * N + np.arange(N), (B, M, N))):
+        return None
+    return order
+
+
 def _names():
     from ..isa import tables
     out = []
@@ -228,6 +247,9 @@ def c_mfma(inst, ctx):
     ia = operand_gather(M, N, K, B, na, ka, "a")
     ib = operand_gather(M, N, K, B, na, kb, "b")
     dv, p7 = d_view(M, N, K, B, nd)
+    order = d_rows(M, N, K, B, nd) if not is_int else None
+    if order is not None:       # A's rows in register order: D = P + C is a plain add of [k, nd, 64]
+        ia = ia.reshape(B, M, K)[:, order, :].reshape(-1)
     scratch = {}
 
     def operand(m, w, r0, perm, idx, kind, shape, key):
@@ -255,6 +277,18 @@ def c_mfma(inst, ctx):
         Bm = operand(m, w, b0, pb, ib, kb, (B, K, N), "b")         # [k, B, K, N]
         with np.errstate(all="ignore"):
             P = np.matmul(A, Bm)                                 # [k, B, M, N] float32
+            if order is not None:
+                Pr = P.reshape(P.shape[0], nd, 64)
+                if c0 is not None:
+                    C = m.R[w, c0:c0 + nd].view(np.float32)
+                    if isinstance(w, slice):
+                        np.add(Pr, C, out=m.R[w, d0:d0 + nd].view(np.float32))
+                        return
+                    Pr += C
+                else:
+                    Pr += cf                     # also +0.0: (-0) + (+0) = +0 as D = C + A·B
+                m.R[w, d0:d0 + nd] = Pr.view(np.uint32)
+                return
             if not is_int and dv is not None:
                 # D = P + C straight into the destination registers through strided views
                 k = P.shape[0]
