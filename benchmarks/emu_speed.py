@@ -17,6 +17,14 @@ histories):
     loop_divergent            3.12 / 5.08  ->  4.50 / 5.19
     lds_reduce_wg256          0.51 / 2.19  ->  1.39 / 2.25
     gemm_like 256wg x8w       0.15 / 0.38  ->  0.60 / 0.75
+
+Tree b1911d5 vs b26d53e run back to back (DS reads: one take of dword-view rows, race tracking
+without byte indices; MFMA: one take per operand, A rows in register order so D = P + C is one
+contiguous add into the registers):
+    mfma_16x16x32_f16_kloop   1.29 / 1.36  ->  1.45 / 1.48
+    loop_divergent            4.73 / 5.16  ->  4.84 / 5.16
+    lds_reduce_wg256          1.44 / 2.24  ->  1.67 / 2.68
+    gemm_like 256wg x8w       0.63 / 0.78  ->  1.29 / 1.58
 """
 from __future__ import annotations
 
