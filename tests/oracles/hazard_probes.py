@@ -1829,31 +1829,31 @@ def _explain_llc_failure(stderr: str, probes: Sequence[Probe]) -> str:
     return f"llc rejected probe(s) {sorted(set(owners)) or '?'}:\n{head}"
 
 
-def _run_llc(llc: Path, probes: Sequence[Probe]) -> dict[str, list[tuple[str, int]]]:
-    with tempfile.TemporaryDirectory(prefix="flyasm-hazard-") as td:
+def _run_llc(llc: Path, probes: Sequence, args: Sequence[str], fold) -> dict[str, list]:
+    """One llc run over all `probes` (one MIR function each); fold(body lines) per function."""
+    with tempfile.TemporaryDirectory(prefix="flyasm-oracle-") as td:
         path = Path(td) / "probes.mir"
         path.write_text("".join(p.mir for p in probes))
-        proc = subprocess.run([str(llc), *LLC_ARGS, str(path), "-o", "-"], capture_output=True, text=True)
+        proc = subprocess.run([str(llc), *args, str(path), "-o", "-"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise HazardOracleError(_explain_llc_failure(proc.stderr, probes))
     bodies = _mir_body_lines(proc.stdout)
     missing = [p.name for p in probes if p.name not in bodies]
     if missing:
         raise HazardOracleError(f"llc output lacks functions {missing[:5]}")
-    return {p.name: _fold_nops(bodies[p.name]) for p in probes}
+    return {p.name: fold(bodies[p.name]) for p in probes}
 
 
 def _key(version: str, mir: str) -> str:
     return hashlib.sha256((version + "\0" + mir).encode()).hexdigest()
 
 
-def llc_instructions(probes: Sequence[Probe], llc: Path | None = None, cache_dir: Path | None = None,
-                     jobs: int | None = None) -> dict[str, list[tuple[str, int]]]:
-    """For each probe: llc's instructions after hazard recognition as (opcode, wait states before it).
-
-    Results are cached in `cache_dir` (default ``<repo>/.flyasm-cache/llc_hazard``), keyed by the
-    MIR text and llc's ``--version``; missing ones are computed in `jobs` parallel llc runs.
-    """
+def llc_batch(probes: Sequence, args: Sequence[str], fold, llc: Path | None = None, cache_dir: Path | None = None,
+              jobs: int | None = None) -> dict[str, list[list]]:
+    """Run llc with `args` over every probe's MIR and fold each function's output body; shared by the
+    hazard and the wait-counter oracles. Results are cached in `cache_dir` (default
+    ``<repo>/.flyasm-cache/llc_hazard``) keyed by the MIR text and llc's ``--version``; missing
+    ones are computed in `jobs` parallel llc runs."""
     names = [p.name for p in probes]
     if len(set(names)) != len(names):
         raise HazardOracleError("probe names must be unique")
@@ -1865,13 +1865,13 @@ def llc_instructions(probes: Sequence[Probe], llc: Path | None = None, cache_dir
         cache = json.loads(cache_file.read_text())
     except (OSError, ValueError):
         cache = {}
-    keys = {p.name: _key(version, p.mir) for p in probes}
+    keys = {p.name: _key(version + "\0" + " ".join(args), p.mir) for p in probes}
     todo = [p for p in probes if keys[p.name] not in cache]
     if todo:
         jobs = max(1, min(jobs or min(2, os.cpu_count() or 1), len(todo)))
         chunks = [todo[i::jobs] for i in range(jobs)]
         with ThreadPoolExecutor(jobs) as ex:
-            for res in ex.map(lambda c: _run_llc(llc, c), chunks):
+            for res in ex.map(lambda c: _run_llc(llc, c, args, fold), chunks):
                 for name, insts in res.items():
                     cache[keys[name]] = [list(t) for t in insts]
         try:
@@ -1882,7 +1882,14 @@ def llc_instructions(probes: Sequence[Probe], llc: Path | None = None, cache_dir
             os.replace(tmp, cache_file)
         except OSError:
             pass  # a read-only cache is not an error
-    return {p.name: [(op, int(ws)) for op, ws in cache[keys[p.name]]] for p in probes}
+    return {p.name: cache[keys[p.name]] for p in probes}
+
+
+def llc_instructions(probes: Sequence[Probe], llc: Path | None = None, cache_dir: Path | None = None,
+                     jobs: int | None = None) -> dict[str, list[tuple[str, int]]]:
+    """For each probe: llc's instructions after hazard recognition as (opcode, wait states before it)."""
+    got = llc_batch(probes, LLC_ARGS, _fold_nops, llc, cache_dir, jobs)
+    return {name: [(op, int(ws)) for op, ws in insts] for name, insts in got.items()}
 
 
 def llc_wait_states(probes: Sequence[Probe], llc: Path | None = None,

@@ -24,22 +24,17 @@ Run ``python tests/oracles/waitcnt_probes.py`` for the counts of the comparison 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import random
 import re
-import subprocess
 import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oracles.hazard_probes import (  # noqa: E402
-    HazardOracleError, _explain_llc_failure, _mir_body_lines, _opcode, _tool, llc_version, validate_asm,
+    HazardOracleError, _opcode, llc_batch, validate_asm,
 )
 
 __all__ = ["WaitProbe", "generate_probes", "llc_waits", "llc_raw", "decode_waitcnt", "asm_with_waits",
@@ -439,48 +434,12 @@ def _fold_waits(lines: list[str]) -> list[tuple[str, int | None, int | None]]:
     return out
 
 
-def _run_llc(llc: Path, probes: Sequence[WaitProbe]) -> dict[str, list]:
-    with tempfile.TemporaryDirectory(prefix="flyasm-waitcnt-") as td:
-        path = Path(td) / "probes.mir"
-        path.write_text("".join(p.mir for p in probes))
-        proc = subprocess.run([str(llc), *LLC_ARGS, str(path), "-o", "-"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise HazardOracleError(_explain_llc_failure(proc.stderr, probes))
-    bodies = _mir_body_lines(proc.stdout)
-    missing = [p.name for p in probes if p.name not in bodies]
-    if missing:
-        raise HazardOracleError(f"llc output lacks functions {missing[:5]}")
-    return {p.name: _fold_waits(bodies[p.name]) for p in probes}
-
-
 def llc_raw(probes: Sequence[WaitProbe], llc: Path | None = None, cache_dir: Path | None = None,
             jobs: int | None = None) -> dict[str, list]:
     """{probe: [(opcode, vmcnt, lgkmcnt)]} from llc, cached by MIR text and llc --version."""
-    llc = _tool(llc, "llc")
-    version = llc_version(llc)
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    cache_file = cache_dir / f"llc-{hashlib.sha256(version.encode()).hexdigest()[:16]}.json"
-    try:
-        cache = json.loads(cache_file.read_text())
-    except (OSError, ValueError):
-        cache = {}
-    keys = {p.name: hashlib.sha256((version + "\0" + p.mir).encode()).hexdigest() for p in probes}
-    todo = [p for p in probes if keys[p.name] not in cache]
-    if todo:
-        jobs = max(1, min(jobs or min(2, os.cpu_count() or 1), len(todo)))
-        with ThreadPoolExecutor(jobs) as ex:
-            for res in ex.map(lambda c: _run_llc(llc, c), [todo[i::jobs] for i in range(jobs)]):
-                for name, insts in res.items():
-                    cache[keys[name]] = [list(t) for t in insts]
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(cache, f, separators=(",", ":"), sort_keys=True)
-            os.replace(tmp, cache_file)
-        except OSError:
-            pass
-    return {p.name: [tuple(t) for t in cache[keys[p.name]]] for p in probes}
+    got = llc_batch(probes, LLC_ARGS, _fold_waits, llc, cache_dir if cache_dir is not None else default_cache_dir(),
+                    jobs)
+    return {name: [tuple(t) for t in insts] for name, insts in got.items()}
 
 
 def llc_waits(probes: Sequence[WaitProbe], llc: Path | None = None,
