@@ -372,7 +372,8 @@ def c_valu(inst, ctx):
     nd = 2 if dt in W64 else 1
     getters = [vsrc(op, t, 2 if t in W64 else 1) for op, t in zip(srcs, sts)]
     hi = [_opsel(mods, i) for i in range(len(srcs))]
-    dst_hi = _opsel(mods, 3) if dt in W16 else False
+    # In asm, op_sel lists one bit per source and then the destination's: the last element is dst.
+    dst_hi = _opsel(mods, len(srcs)) if dt in W16 else False
     clamp, omod = mods.get("clamp"), (mods.get("mul") or 1) / (mods.get("div") or 1)
     dpp = dpp_compile(inst) if inst.is_dpp else None
     sdwa = inst.is_sdwa
