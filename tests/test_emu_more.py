@@ -276,7 +276,7 @@ def test_valu_rows():
 
 def test_mac_fmac_mad_cvt_f64_subbrev():
     """Accumulating forms (the destination is the addend), integer-valued inputs: a*b+c exact.
-    (v_mac_f32 / v_mad_f32 / v_fmac_f16 are in the emulator's table but gfx950 has no such instruction.)"""
+    (gfx950 has no v_mac_f32 / v_mad_f32 / v_fmac_f16: llvm-mc rejects them, so the emulator does not table them.)"""
     def ints(n=64):
         return RNG.integers(-2**10, 2**10, n).astype(np.float32).view(np.uint32)
     a, b, c1, c2, c3 = ints(), ints(), ints(), ints(), ints()

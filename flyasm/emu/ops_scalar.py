@@ -385,10 +385,8 @@ def c_endpgm(inst, ctx):
 
 
 @semantic("s_nop", "s_sleep", "s_setprio", "s_sethalt_disabled", "s_ttracedata", "s_icache_inv", "s_dcache_wb",
-          "s_dcache_inv", "s_set_gpr_idx_off")
+          "s_dcache_inv")
 def c_nop(inst, ctx):
-    if inst.name == "s_set_gpr_idx_off":
-        raise not_emulated(inst)
     return lambda m, w: None
 
 

@@ -115,7 +115,6 @@ VALU = {
     "v_max_f32": ("f32", ("f32", "f32"), np.fmax),
     "v_min_f32": ("f32", ("f32", "f32"), np.fmin),
     "v_fma_f32": ("f32", ("f32", "f32", "f32"), fma32),
-    "v_mad_f32": ("f32", ("f32", "f32", "f32"), lambda a, b, c: (a * b) + c),
     "v_max3_f32": ("f32", ("f32",) * 3, lambda a, b, c: np.fmax(np.fmax(a, b), c)),
     "v_min3_f32": ("f32", ("f32",) * 3, lambda a, b, c: np.fmin(np.fmin(a, b), c)),
     "v_med3_f32": ("f32", ("f32",) * 3, med3),
@@ -208,9 +207,7 @@ VALU = {
 }
 # accumulate forms: D = fn(S0, S1, D)
 VALU["v_fmac_f32"] = ("f32", ("f32", "f32", "f32"), fma32)
-VALU["v_mac_f32"] = ("f32", ("f32", "f32", "f32"), lambda a, b, c: a * b + c)
-VALU["v_fmac_f16"] = ("f16", ("f16",) * 3, VALU["v_fma_f16"][2])
-ACCUM = {"v_fmac_f32", "v_mac_f32", "v_fmac_f16"}
+ACCUM = {"v_fmac_f32"}      # gfx950 has no v_mac_f32 / v_mad_f32 / v_fmac_f16 (llvm-mc: not supported)
 VALU["v_accvgpr_read_b32"] = VALU["v_accvgpr_write_b32"] = VALU["v_accvgpr_mov_b32"] = VALU["v_mov_b32"]
 VALU["v_readfirstlane_b32"] = None
 
