@@ -6,7 +6,7 @@
                                                 wave, buffer_load -> ds_write -> ds_read (the minimal one)
     c = run(a, b, layout=...);  reference(a, b, layout=...);  grid(M, N, layout=...)
 
-"nt" is the default because tests/test_kernels_build.py pins its instruction stream.
+"nn" is the default (the 4-wave LDS-DMA kernel); "nt" is the simple single-wave kernel.
 
 ==== layout "nn" ==================================================================================
 
@@ -494,7 +494,7 @@ def _layout(layout):
     return layout
 
 
-def build(layout: str = "nt", out_dtype: str = "f32") -> Kernel:
+def build(layout: str = "nn", out_dtype: str = "f32") -> Kernel:
     """The GEMM kernel for `layout`; sizes are runtime arguments (limits in the module docstring)."""
     if _layout(layout) == "nn":
         return _build_nn(out_dtype)
@@ -503,16 +503,16 @@ def build(layout: str = "nt", out_dtype: str = "f32") -> Kernel:
     return _build_nt()
 
 
-def reference(a, b, layout: str = "nt"):
+def reference(a, b, layout: str = "nn"):
     """torch float32 reference of C for `layout` (bf16 inputs taken exactly)."""
     return _reference_nn(a, b) if _layout(layout) == "nn" else _reference_nt(a, b)
 
 
-def grid(m: int, n: int, layout: str = "nt") -> tuple[int, int, int]:
+def grid(m: int, n: int, layout: str = "nn") -> tuple[int, int, int]:
     return _grid_nn(m, n) if _layout(layout) == "nn" else _grid_nt(m, n)
 
 
-def run(a, b, backend="emu", kernel=None, layout: str = "nt", out_dtype: str = "f32", seed=None):
+def run(a, b, backend="emu", kernel=None, layout: str = "nn", out_dtype: str = "f32", seed=None):
     """C for `layout` through the kernel in the emulator (or on 'hip'); C starts poisoned (NaN)."""
     if _layout(layout) == "nn":
         return _run_nn(a, b, out_dtype=out_dtype, backend=backend, kernel=kernel, seed=seed)

@@ -53,7 +53,7 @@ def test_plan_covers_every_register(built):
 
 
 def test_gemm_waits_and_nops():
-    k = gemm_bf16.build()
+    k = gemm_bf16.build("nt")          # the single-wave NT kernel: one MFMA per K step
     names = [i.name for i in k.stream]
     mfma = names.index("v_mfma_f32_32x32x16_bf16")
     # every load is waited for before its data is used
@@ -77,9 +77,9 @@ def test_gemm_runs_in_emulator():
     m, n, kd = 64, 32, 48
     a = torch.randn(m, kd).to(torch.bfloat16)
     b = torch.randn(n, kd).to(torch.bfloat16)
-    c = gemm_bf16.run(a, b)
+    c = gemm_bf16.run(a, b, layout="nt")
     # inputs are exact bf16; products are exact in f32; the sums of 48 terms differ from torch only by
     # f32 rounding order: |err| <= 48 * eps32 * sum|a||b|
-    ref = gemm_bf16.reference(a, b)
+    ref = gemm_bf16.reference(a, b, layout="nt")
     bound = 48 * 2 ** -23 * (a.float().abs() @ b.float().abs().T) + 1e-6
     assert torch.all((c - ref).abs() <= bound), (c - ref).abs().max()

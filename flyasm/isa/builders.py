@@ -45,6 +45,10 @@ IMM_RANGES = {
     "s_set_gpr_idx_mode": (0, 15, "s_set_gpr_idx_mode takes a 4-bit mode mask"),
     "s_set_gpr_idx_on": (0, 15, "s_set_gpr_idx_on takes a 4-bit mode mask"),
 }
+# Integer modifiers whose 0 is the encoding default (llvm-objdump omits them): dropped at build time
+# so that IR -> .co -> IR gives back the same modifiers. Not for f8f6f4 MFMAs, where cbsz/blgp name
+# the A/B formats and LLVM prints them even when 0.
+ZERO_DEFAULTS = {"offset", "offset0", "offset1", "cbsz", "abid", "blgp"}
 _IMM_KINDS = {"imm16", "simm8", "label", "hwreg", "sendmsg", "waitcnt"}
 
 
@@ -99,6 +103,8 @@ def _normalise_modifiers(mnemonic: str, info: dict, suffix: str, kw: dict) -> di
     for k, val in kw.items():
         if val is False or val is None:
             continue
+        if k in ZERO_DEFAULTS and val == 0 and k in allowed and not (k in ("cbsz", "blgp") and "f8f6f4" in mnemonic):
+            continue  # the encoding's default: LLVM prints nothing, so the IR keeps nothing either
         if k not in allowed:
             hint = f" (it takes: {', '.join(sorted(allowed))})" if allowed else " (it takes none)"
             raise OperandError(f"{mnemonic} has no modifier '{k}'{hint}")
