@@ -1,7 +1,7 @@
 """MFMA operand placement by the ISA formulas written here independently (notes §2, CDNA4 ISA
 7.1.4 closed forms): every gfx950 shape the emulator runs (CDNA4 32x32x16/16x16x32 f16/bf16/fp8,
 i8 16x16x64/32x32x32, CDNA3 32x32x8/16x16x16 f16/bf16 and 16x16x32/32x32x16 fp8/bf8, i8
-16x16x32/32x32x16), CBSZ/ABID broadcast and BLGP lane permutations, AGPR C/D, partial EXEC.
+16x16x32/32x32x16; every A/B fp8/bf8 pairing in both shapes), CBSZ/ABID broadcast and BLGP lane permutations, AGPR C/D, partial EXEC.
 
 Reference: D = C + A·B in float64 then one rounding to float32 (int64 then 32-bit wrap for i8).
 Tolerance: the emulator accumulates in float32 (DESIGN.md), in BLAS order. Every product of two
@@ -109,6 +109,10 @@ SHAPES = [  # name, M, K, kind A, kind B
     ("v_mfma_f32_16x16x32_bf8_fp8", 16, 32, "bf8", "fp8"),
     ("v_mfma_f32_32x32x16_fp8_bf8", 32, 16, "fp8", "bf8"),
     ("v_mfma_f32_32x32x16_bf8_bf8", 32, 16, "bf8", "bf8"),
+    ("v_mfma_f32_16x16x32_bf8_bf8", 16, 32, "bf8", "bf8"),
+    ("v_mfma_f32_16x16x32_fp8_bf8", 16, 32, "fp8", "bf8"),
+    ("v_mfma_f32_32x32x16_bf8_fp8", 32, 16, "bf8", "fp8"),
+    ("v_mfma_f32_32x32x16_fp8_fp8", 32, 16, "fp8", "fp8"),
 ]
 
 
