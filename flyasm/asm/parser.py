@@ -267,10 +267,14 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
                 head, _, rest = body.partition(" ")
                 inst = Instruction(head, (Expr(rest.strip()),) if rest.strip() else (), {}, raw=enc,
                                    comment=f"unparsed: {e.message}")
-        if enc is not None and pc is not None and inst.mnemonic != ".long" and _is_branch(inst) and inst.operands \
-                and isinstance(inst.operands[0], Imm):
-            target = branch_target(pc, inst.operands[0].value & 0xFFFF)
-            inst.operands = (Label(pc_label(target)),) + tuple(inst.operands[1:])
+        if enc is not None and pc is not None and inst.mnemonic != ".long" and _is_branch(inst):
+            # the label slot is not always the first (s_call_b64 sdst, label; s_cbranch_i_fork sdst, label)
+            at = next(i for i, o in enumerate(inst.info["operands"]) if "label" in o.get("kinds", ()))
+            if at < len(inst.operands) and isinstance(inst.operands[at], Imm):
+                target = branch_target(pc, inst.operands[at].value & 0xFFFF)
+                ops = list(inst.operands)
+                ops[at] = Label(pc_label(target))
+                inst.operands = tuple(ops)
         place_labels()
         inst.loc, inst.region, inst.pc = loc, region, pc   # .loc holds until the next one, as in DWARF
         tag = _LDS_TAG.search(s)

@@ -176,9 +176,13 @@ def _check_operand(mn: str, slot: dict, op, pos: int):
             if isinstance(base.value, float) or not (-32768 <= base.value <= 65535):
                 raise OperandError(f"{mn} operand {pos} ({slot['name']}) is a 16-bit immediate; "
                                    f"{base.value} does not fit")
-            lo_hi = IMM_RANGES.get(mn)
-            if lo_hi and not (lo_hi[0] <= base.value <= lo_hi[1]):
-                raise OperandError(f"{mn} {base.value} is out of range: {lo_hi[2]}")
+        lo_hi = IMM_RANGES.get(mn)
+        if lo_hi and (set(kinds) & _IMM_KINDS or list(kinds) == ["iconst"]) and isinstance(base.value, int) \
+                and not (lo_hi[0] <= base.value <= lo_hi[1]):
+            # also immediate-only iconst slots (s_set_gpr_idx_on's mode mask)
+            raise OperandError(f"{mn} {base.value} is out of range: {lo_hi[2]}")
+        if set(kinds) & _IMM_KINDS:
+            pass
         elif base.kind not in kinds:
             if base.kind == "literal" and "iconst" in kinds:
                 raise OperandError(f"{mn} operand {pos} ({slot['name']}) takes only inline constants "
