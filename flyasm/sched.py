@@ -61,7 +61,7 @@ def classes_of(inst: Instruction) -> set[str]:
     if fam == "DS":
         return {{"load": "ds_read", "store": "ds_write"}.get(mem, "ds_atomic")}
     if unit in ("VMEM", "FLAT"):
-        if mem == "load" and (inst.modifiers.get("lds") or "_load_lds_" in name):
+        if inst.is_lds_dma:
             return {"lds_dma"}
         return {{"load": "vmem_load", "store": "vmem_store"}.get(mem, "vmem_atomic")}
     if unit == "BRANCH" or name.startswith("s_endpgm"):

@@ -9,7 +9,6 @@ import pytest
 
 from flyasm.check import check_program
 from flyasm.check.cfg import is_label
-from flyasm.check.rules import is_lds_dma
 from flyasm.check.waitcnt import mem_op, reads_lds
 from flyasm.isa.syntax import parse_instruction
 
@@ -61,7 +60,7 @@ def _guarded(prog, wi):
         op = mem_op(it, 0)
         if op is not None:
             written |= op.writes
-            dma |= is_lds_dma(it)
+            dma |= it.is_lds_dma
             lds_w |= op.lds_write
     for j in range(wi + 1, len(prog)):
         it = prog[j]

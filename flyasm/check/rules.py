@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..isa.instruction import Instruction
-from ..isa.operands import Imm, Reg, Special, operand_regs
+from ..isa.operands import Reg, Special, operand_regs
 
 VEC = ("v", "a")
 SALU_FAMILIES = {"SOP1", "SOP2", "SOPC", "SOPK", "SOPP"}
@@ -69,10 +69,6 @@ def is_salu(i: Instruction) -> bool:
     return i.family in SALU_FAMILIES
 
 
-def is_lds_dma(i: Instruction) -> bool:
-    return (i.family == "MUBUF" and bool(i.modifiers.get("lds"))) or "_load_lds_" in i.name
-
-
 def is_setreg(i: Instruction) -> bool:
     return i.name in ("s_setreg_b32", "s_setreg_imm32_b32")
 
@@ -94,7 +90,7 @@ def reads_m0_hazardously(i: Instruction) -> bool:
     """checkReadM0Hazards consumers on GFX9: s_movrel*, ds_*_addtid, s_sendmsg*/ttracedata, GDS, LDS DMA."""
     return (i.name.startswith("s_movrel") or i.name in ("ds_write_addtid_b32", "ds_read_addtid_b32")
             or i.name in ("s_sendmsg", "s_sendmsghalt", "s_ttracedata")
-            or (i.unit == "DS" and bool(i.modifiers.get("gds"))) or is_lds_dma(i))
+            or (i.unit == "DS" and bool(i.modifiers.get("gds"))) or i.is_lds_dma)
 
 
 def hwreg_id(i: Instruction) -> str | None:

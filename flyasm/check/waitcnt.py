@@ -35,7 +35,6 @@ from ..isa.instruction import Instruction
 from ..isa.operands import Waitcnt
 from .cfg import CFG, build_cfg, is_label
 from .findings import Finding, Site
-from .rules import is_lds_dma
 
 LIMIT = {"vm": 63, "lgkm": 15}
 LDS = ("lds", 0)     # pseudo-register: LDS bytes written by a DMA
@@ -56,7 +55,7 @@ def mem_op(i: Instruction, idx: int) -> Op | None:
     if ctr is None or is_label(i):
         return None
     writes = frozenset(r for r in i.writes if r[0] in ("v", "a", "s"))
-    dma = is_lds_dma(i)
+    dma = i.is_lds_dma
     if dma:
         tag = lds_buffer(i)
         writes = writes | {LDS if tag is None else ("lds", tag)}

@@ -89,6 +89,13 @@ class Instruction:
     def is_sdwa(self) -> bool:
         return self.suffix == "_sdwa" or any(m in self.modifiers for m in ("dst_sel", "src0_sel", "src1_sel"))
 
+    @property
+    def is_lds_dma(self) -> bool:
+        """A VMEM load whose data lands in LDS, not in VGPRs: `buffer_load_* … lds` and
+        `global/scratch_load_lds_*` (notes §3.3). Tracked by vmcnt; reads M0."""
+        return self.info.get("mem") == "load" and (
+            (self.family == "MUBUF" and bool(self.modifiers.get("lds"))) or "_load_lds_" in self.name)
+
     @cached_property
     def slots(self) -> list[dict]:
         return tables.slots(self.info, self.modifiers, self.suffix, self.operands)
@@ -109,7 +116,7 @@ class Instruction:
             reads.add(("spec", r))
         for w in info.get("implicit_writes", ()):
             writes.add(("spec", w))
-        if self.modifiers.get("lds") and self.family == "MUBUF":
+        if self.is_lds_dma:
             reads.add(("spec", "m0"))
         return frozenset(reads), frozenset(writes)
 

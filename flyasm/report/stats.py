@@ -48,12 +48,6 @@ CLASSES = ("mfma", "valu", "trans", "salu", "smem", "ds_read", "ds_write", "ds_a
 EXTRAS = ("permlane", "dpp", "nop_wait_states", "mfma_cycles")
 
 
-def is_lds_dma(inst: Instruction) -> bool:
-    """`buffer_load_* … lds` and `global_load_lds_*`: VMEM loads whose data lands in LDS (notes §3.3)."""
-    return inst.unit == "VMEM" and inst.info.get("mem") == "load" and (
-        bool(inst.modifiers.get("lds")) or "_lds_" in inst.name)
-
-
 def classify(inst: Instruction) -> str:
     u, mem, n = inst.unit, inst.info.get("mem"), inst.name
     if u == "MFMA":
@@ -69,7 +63,7 @@ def classify(inst: Instruction) -> str:
     if u == "DS":
         return {"load": "ds_read", "store": "ds_write"}.get(mem, "ds_atomic")
     if u == "VMEM":
-        if is_lds_dma(inst):
+        if inst.is_lds_dma:
             return "lds_dma"
         return {"load": "vmem_load", "store": "vmem_store", "atomic": "vmem_atomic"}.get(mem, "other")
     if u == "FLAT":
