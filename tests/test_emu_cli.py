@@ -7,26 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from flyasm.cli import main
+from test_emu_corpus import loop_divergent_ref  # the REFERENCE.md formula, written once
 
 RNG = np.random.default_rng()
-
-
-def loop_divergent_ref(x, G, n):
-    """tests/corpus/REFERENCE.md, loop_divergent (float32 step by step); NaN = untouched."""
-    y, z = np.full(64 * G, np.nan, np.float32), np.full(64 * G, np.nan, np.float32)
-    for g in range(64 * G):
-        L, acc = g % 64, np.float32(0)
-        for i in range(n):
-            acc = np.float32(acc * np.float32(0.5)) + x[g * n + i]
-        for _ in range(L & 7):
-            acc = acc + np.float32(1)
-        if L & 1:
-            y[g] = -acc
-        elif L < 16:
-            y[g], z[g] = acc * np.float32(3), acc
-        else:
-            z[g] = acc + np.float32(2)
-    return y, z
 
 
 def test_corpus_kernel_positional_args(corpus, tmp_path):

@@ -188,24 +188,30 @@ def test_lds_dma(corpus):
     assert np.array_equal(dst.reshape(256, 4), D16)
 
 
+def loop_divergent_ref(x, G, n):
+    """tests/corpus/REFERENCE.md, loop_divergent (float32 step by step); NaN = untouched."""
+    y, z = np.full(64 * G, np.nan, np.float32), np.full(64 * G, np.nan, np.float32)
+    for g in range(64 * G):
+        L, acc = g % 64, np.float32(0)
+        for i in range(n):
+            acc = np.float32(acc * np.float32(0.5)) + x[g * n + i]
+        for _ in range(L & 7):
+            acc = acc + np.float32(1)
+        if L & 1:
+            y[g] = -acc
+        elif L < 16:
+            y[g], z[g] = acc * np.float32(3), acc
+        else:
+            z[g] = acc + np.float32(2)
+    return y, z
+
+
 @pytest.mark.parametrize("G,n", [(2, 3), (1, 0)])
 def test_loop_divergent(corpus, G, n):
     x = RNG.uniform(-4, 4, max(64 * G * n, 1)).astype(np.float32)
     y, z = poison(64 * G), poison(64 * G)
     launch(corpus["loop_divergent"].path, G, 64, x, y, z, n)
-    yr, zr = poison(64 * G), poison(64 * G)
-    for g in range(64 * G):
-        Lg, acc = g % 64, np.float32(0)
-        for i in range(n):
-            acc = np.float32(acc * np.float32(0.5)) + x[g * n + i]
-        for _ in range(Lg & 7):
-            acc = acc + np.float32(1)
-        if Lg & 1:
-            yr[g] = -acc
-        elif Lg < 16:
-            yr[g], zr[g] = acc * np.float32(3), acc
-        else:
-            zr[g] = acc + np.float32(2)
+    yr, zr = loop_divergent_ref(x, G, n)
     assert np.array_equal(y, yr, equal_nan=True) and np.array_equal(z, zr, equal_nan=True)
 
 
