@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from .errors import FlyasmError, KernelError, OperandError, SourceLoc, user_location
+from .errors import FlyasmError, KernelError, SourceLoc, user_location
 from .isa import builders, tables
 from .isa.instruction import Instruction
 from .isa.operands import Label, Reg, Special, local_label, s, v
@@ -373,8 +373,3 @@ class Kernel:
         from .asm.driver import build_kernel
         return build_kernel(self, out_dir, check=check)
 
-
-def raise_if_not_reg(x, what: str) -> Reg:
-    if not isinstance(x, Reg):
-        raise OperandError(f"{what} must be a register, not {x!r}")
-    return x

@@ -38,7 +38,7 @@ import math
 import sys
 from pathlib import Path
 
-from flyasm import Kernel, exec_, m0, s, v, vcc
+from flyasm import Kernel, m0, s, v, vcc
 from flyasm.isa.operands import Special
 from flyasm.plan import RegisterPlan
 

@@ -60,7 +60,6 @@ def _per_block(n_per_block: int, dtype: str) -> int:
 def build(n_per_block: int = 4096, dtype: str = "f32") -> Kernel:
     vecs = _per_block(n_per_block, dtype)
     esz = DTYPES[dtype]
-    per_vec = 16 // esz
     plan = RegisterPlan(f"vector_add_{dtype}_{n_per_block}", **PLAN)
     k = Kernel(f"vector_add_{dtype}_{n_per_block}", block=BLOCK, plan=plan, arg_layout="natural")
     out, x, y, n = k.arg("out", "ptr"), k.arg("x", "ptr"), k.arg("y", "ptr"), k.arg("n", "u32")

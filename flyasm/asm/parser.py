@@ -18,7 +18,6 @@ import shlex
 from dataclasses import dataclass, field
 
 from ..errors import FlyasmError, ParseError, SourceLoc
-from ..isa import tables
 from ..isa.instruction import Instruction
 from ..isa.operands import Expr, Imm, Label
 from ..isa.syntax import parse_instruction, split_top, strip_comment

@@ -10,8 +10,8 @@ import re
 
 import numpy as np
 
-from ..isa.operands import Imm, Reg, Special
-from .machine import LANES, S_M0, base_of, not_emulated, r_index, s_index, semantic, ssrc, vsrc, where
+from ..isa.operands import Reg, Special
+from .machine import LANES, S_M0, not_emulated, r_index, s_index, semantic, ssrc, vsrc, where
 from .memory import EmuError
 
 U32 = np.uint32

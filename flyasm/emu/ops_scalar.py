@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..isa.operands import Imm, Waitcnt
-from .machine import (BAR, DONE, S_EXEC, S_SCC, semantic, not_emulated, s_index, ssrc, where)
+from .machine import (BAR, DONE, S_EXEC, semantic, not_emulated, s_index, ssrc, where)
 from .memory import EmuError
 
 U64 = np.uint64
@@ -289,7 +289,6 @@ def c_setpc(inst, ctx):
     swap = inst.name == "s_swappc_b64"
     src = inst.operands[1] if swap else inst.operands[0]
     gs = ssrc(src, 2)
-    d = s_index(inst.operands[0]) if swap else None
     getpc = c_getpc(inst, ctx) if swap else None
 
     def run(m, w):

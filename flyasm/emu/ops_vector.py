@@ -10,9 +10,8 @@ import re
 
 import numpy as np
 
-from ..isa.operands import Imm, Mod, Reg, Special
-from .machine import (AOFF, LANES, S_EXEC, S_VCC, base_of, f32_to_bf16_rne, imm_bits, not_emulated, r_index,
-                      s_index, semantic, vsrc)
+from ..isa.operands import Imm, Mod, Reg
+from .machine import (LANES, S_EXEC, base_of, f32_to_bf16_rne, not_emulated, r_index, s_index, semantic, vsrc)
 from .memory import EmuError
 
 F32, U32, I32 = np.float32, np.uint32, np.int32

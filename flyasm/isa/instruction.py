@@ -153,8 +153,4 @@ class Instruction:
         return (self.name + sfx, tuple(str(o) for o in self.operands), mods)
 
 
-def is_label_operand(op: Operand) -> bool:
-    return isinstance(op, Label)
-
-
 __all__ = ["Instruction", "format_modifier", "FLAGS", "Expr", "Imm", "Label", "Mod", "Reg", "Special", "Waitcnt"]

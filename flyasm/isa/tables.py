@@ -16,15 +16,13 @@ from pathlib import Path
 from ..errors import UnknownInstructionError
 
 TABLE_PATH = Path(__file__).resolve().parents[2] / "isa_tables" / "gfx950.json"
-_PKG_TABLE = Path(__file__).resolve().parents[1] / "data" / "gfx950.json"
 
 SUFFIXES = ("_e32", "_e64", "_dpp", "_sdwa")
 
 
 @functools.lru_cache(maxsize=None)
 def load() -> dict:
-    path = TABLE_PATH if TABLE_PATH.exists() else _PKG_TABLE
-    return json.loads(path.read_text())
+    return json.loads(TABLE_PATH.read_text())
 
 
 @functools.lru_cache(maxsize=None)
@@ -147,5 +145,3 @@ def passes(info: dict, modifiers: dict | None = None) -> int | None:
         return (8 if fp8 else 4) if p.endswith("16x16") else (16 if fp8 else 8)
     return p
 
-
-_TYPE_RE = re.compile(r"_(b|f|i|u|bf)(\d+)$")

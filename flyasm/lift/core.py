@@ -10,7 +10,7 @@ import pprint
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import FlyasmError, PlanError
+from ..errors import PlanError
 from ..isa.operands import Mod, Reg
 from ..kernel import Kernel
 from ..plan import RegisterPlan

@@ -8,7 +8,6 @@ The same Kernel is built in memory alongside, so the caller can compare it with 
 from __future__ import annotations
 
 import keyword
-import pprint
 from dataclasses import dataclass, field
 
 from ..asm.writer import _OWN_DIRECTIVES
@@ -17,8 +16,7 @@ from ..isa import builders
 from ..isa.instruction import HEX_MODS, Instruction
 from ..isa.operands import SPECIAL_NAMES, Expr, Imm, Label, Mod, Reg, Special, Waitcnt
 from ..kernel import ARG_TYPES, Kernel
-from .layout import Chunk, Node, Step
-from .regplan import PlanRegion, RegionIndex
+from .regplan import RegionIndex
 from .source import LiftSource
 
 _LOC = SourceLoc("<lift>", 0)
