@@ -38,11 +38,12 @@ class Symbol:
 class KernelCode:
     name: str
     addr: int                  # address of the first instruction
-    size: int                  # bytes the FUNC symbol covers
+    size: int                  # bytes of code: st_size, or the extent to the next function when that is 0
     kd_addr: int
     descriptor: KernelDescriptor
     code: bytes                # the symbol's bytes of .text
     metadata: dict | None = None
+    sized: bool = True         # False: st_size was 0 and `size` runs to the next function or .text's end
 
     @property
     def text_offset(self) -> int:
@@ -180,6 +181,7 @@ def _read(data: bytes) -> CodeObject:
             if isinstance(km, dict) and isinstance(km.get(".symbol"), str):
                 kernel_meta[km[".symbol"]] = km
 
+    code_starts = _code_starts(symbols, text_addr, len(text))
     kernels: list[KernelCode] = []
     for sym in symbols:
         if not sym.name.endswith(".kd") or sym.type != "OBJECT":
@@ -198,8 +200,12 @@ def _read(data: bytes) -> CodeObject:
         off = entry - text_addr
         if off < 0 or off + fsym.size > len(text):
             raise CodeObjectError(f"kernel {name} lies outside .text", find_loc=False)
-        kernels.append(KernelCode(name, entry, fsym.size, sym.value, kd, text[off:off + fsym.size],
-                                  kernel_meta.get(sym.name)))
+        size = fsym.size or _extent(entry, code_starts, text_addr + len(text))
+        if size <= 0:
+            raise CodeObjectError(f"kernel {name} has no code: its entry 0x{entry:x} is at the end of .text",
+                                  find_loc=False)
+        kernels.append(KernelCode(name, entry, size, sym.value, kd, text[off:off + size],
+                                  kernel_meta.get(sym.name), sized=bool(fsym.size)))
     kernels.sort(key=lambda k: k.addr)
     seen, funcs = set(), []
     for s_ in sorted(symbols, key=lambda s_: (s_.value, s_.name)):
@@ -208,6 +214,18 @@ def _read(data: bytes) -> CodeObject:
             funcs.append(s_)
     return CodeObject(data, flags, abi, cov, mach, xnack, sramecc, symbols, text, text_addr, kernels, metadata,
                       meta_raw, functions=funcs, lds_tags=_lds_tags(elf))
+
+
+def _code_starts(symbols: list[Symbol], text_addr: int, text_len: int) -> list[int]:
+    """Addresses in .text where a function starts: the ends of code for symbols without a size."""
+    return sorted({s_.value for s_ in symbols if s_.type == "FUNC" and s_.section == ".text"
+                   and text_addr <= s_.value < text_addr + text_len})
+
+
+def _extent(entry: int, starts: list[int], text_end: int) -> int:
+    """Bytes from `entry` to the next function start, or to the end of .text. Hand-written
+    assembly without `.size` directives (aiter's kernels) leaves st_size 0."""
+    return min((a for a in starts if a > entry), default=text_end) - entry
 
 
 def _lds_tags(elf) -> dict[tuple[str, int], str]:
