@@ -256,6 +256,7 @@ ROWS = [
     ("v_exp_f32 {d}, {a}", "f32", lambda a: ("trans", ftz(np.exp2(F(a))))),
     ("v_log_f32 {d}, {a}", "f32", lambda a: ("trans", np.log2(ftz(F(a))))),
     ("v_rcp_f32 {d}, {a}", "f32", lambda a: ("trans", ftz(1.0 / ftz(F(a))))),
+    ("v_rcp_iflag_f32 {d}, {a}", "f32", lambda a: ("trans", ftz(1.0 / ftz(F(a))))),
     ("v_rsq_f32 {d}, {a}", "f32", lambda a: ("trans", ftz(1.0 / np.sqrt(ftz(F(a)))))),
     ("v_sqrt_f32 {d}, {a}", "f32", lambda a: ("trans", ftz(np.sqrt(ftz(F(a)))))),
 ]

@@ -83,6 +83,10 @@ def perm_b32(s0, s1, sel):
     return out.astype(U32)
 
 
+def rcp32(a):
+    return flush_denorm(np.float32(1) / flush_denorm(a))
+
+
 def med3(a, b, c):
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
@@ -121,7 +125,9 @@ VALU = {
     # TRANS ops (ISA: 1 ULP, "denormals are flushed"; emulated as inputs and results flushed to
     # signed zero, as LLVM's denormal-scaling expansions of these instructions assume)
     "v_log_f32": ("f32", ("f32",), lambda a: np.log2(flush_denorm(a))),
-    "v_rcp_f32": ("f32", ("f32",), lambda a: flush_denorm(np.float32(1) / flush_denorm(a))),
+    "v_rcp_f32": ("f32", ("f32",), rcp32),
+    # ISA 12.10: as V_RCP_F32, but a zero input raises the integer DIV0 trap flag (not modelled)
+    "v_rcp_iflag_f32": ("f32", ("f32",), rcp32),
     "v_rsq_f32": ("f32", ("f32",), lambda a: flush_denorm(np.float32(1) / np.sqrt(flush_denorm(a)))),
     "v_sqrt_f32": ("f32", ("f32",), lambda a: flush_denorm(np.sqrt(flush_denorm(a)))),
     "v_floor_f32": ("f32", ("f32",), np.floor),
