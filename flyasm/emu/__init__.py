@@ -19,9 +19,11 @@ def _dims(x) -> tuple[int, int, int]:
 def run_program(program: Program, grid, block, kernarg_addr: int, memory: Memory, lds: int | None = None,
                 seed: int | None = None, check_inflight: bool = True, max_steps: int = 50_000_000,
                 progress=None, trace: int | None = None, hazards="default", races="default",
-                strict="default") -> Machine:
+                strict="default", recorder=None, workgroups=None) -> Machine:
     """Run every workgroup of a dispatch. `grid` counts workgroups per dimension (HIP's gridDim),
-    `block` work-items per workgroup."""
+    `block` work-items per workgroup. `workgroups` (optional, a list of (x, y, z) ids inside the
+    grid) runs only those, e.g. a timing model's sample; `recorder(m, p, w)` is called before every
+    step (Machine.recorder)."""
     g, b = _dims(grid), _dims(block)
     if min(g) < 1 or min(b) < 1:
         raise EmuError(f"grid {g} and block {b} need at least one workgroup and one work-item per dimension")
@@ -37,6 +39,11 @@ def run_program(program: Program, grid, block, kernarg_addr: int, memory: Memory
         raise EmuError(f"block {b} has {threads} work-items; a workgroup holds at most 1024")
     wpg = -(-threads // 64)
     wg_list = [(x, y, z) for z in range(nwg[2]) for y in range(nwg[1]) for x in range(nwg[0])]
+    if workgroups is not None:
+        wg_list = [tuple(int(c) for c in _dims(wg)) for wg in workgroups]
+        bad = [wg for wg in wg_list if not all(0 <= c < n for c, n in zip(wg, nwg))]
+        if bad or not wg_list:
+            raise EmuError(f"workgroups {bad or '[]'} are not ids inside the grid {g}")
     # Work-items of each wave (x fastest) and whether they exist (partial workgroups at the grid edge).
     t = np.arange(wpg * 64)
     tx, ty, tz = t % b[0], (t // b[0]) % b[1], t // (b[0] * b[1])
@@ -52,7 +59,7 @@ def run_program(program: Program, grid, block, kernarg_addr: int, memory: Memory
             execs.append(v)
             tids.append((tx[64 * k:64 * k + 64] | (ty[64 * k:64 * k + 64] << 10) | (tz[64 * k:64 * k + 64] << 20)))
     m = Machine(program, len(waves), np.array(wg_of), len(wg_list), lds_size, memory, seed, check_inflight,
-                hazards=hazards, races=races, strict=strict)
+                hazards=hazards, races=races, strict=strict, recorder=recorder)
     # Initial state (AMDGPUUsage "Initial Kernel Execution State"; notes §5): user SGPRs, then workgroup ids.
     lay = d.user_sgpr_layout()
     if "kernarg_segment_ptr" in lay:

@@ -157,7 +157,7 @@ class Rec:
 class Machine:
     def __init__(self, program, n_waves: int, wg_of_wave: np.ndarray, n_wg: int, lds_size: int, memory,
                  seed: int | None = None, check_inflight: bool = True, *, hazards="default", races="default",
-                 strict="default"):
+                 strict="default", recorder=None):
         self.program = program
         self.W = W = n_waves
         nr = register_rows(program)
@@ -190,6 +190,9 @@ class Machine:
         self.meta = program.__dict__.setdefault("_meta", [None] * len(program.insts))
         self.ids_all = np.arange(W)
         self.observer = None      # optional: .before(m, p, w) / .after(m, p, w) around every step (trace, progress)
+        # optional: recorder(m, p, w) before each step, while the operands are still unchanged
+        # (flyasm.perf.trace records each wave's executed stream for the timing model)
+        self.recorder = recorder
 
     # ---- compile ------------------------------------------------------------------------
     def op(self, i: int):
@@ -414,6 +417,8 @@ class Machine:
                 self.hz.step(w, p)
             if check and self.n_pending:
                 self.check_regs(w, p)
+            if self.recorder is not None:
+                self.recorder(self, p, w)
             obs = self.observer
             if obs is not None:
                 obs.before(self, p, w)

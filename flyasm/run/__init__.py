@@ -73,7 +73,7 @@ def _on_device(v) -> bool:
 def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = None, kernel: str | None = None,
            seed: int | None = None, check_inflight: bool = True, max_steps: int = 50_000_000,
            runtime=None, progress=None, trace: int | None = None, hazards="default", races="default",
-           strict="default") -> LaunchResult:
+           strict="default", recorder=None, workgroups=None) -> LaunchResult:
     """Run a kernel once on `backend` ('emu' or 'hip').
 
     code: a Kernel, a BuildResult, code-object bytes or a path to a .co (`kernel=` picks one of
@@ -86,7 +86,9 @@ def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = Non
     taking the number of wave-instructions executed so far), trace (wave id: print every executed
     instruction with its register deltas); hazards / races / strict relax the strict defaults for one
     run (see flyasm.emu.hazards.options: hazards=None turns the hazard check off, "strict" counts only
-    s_nop and VALU; races=False; strict=False or "unaligned"). hip only: runtime (a HipRuntime).
+    s_nop and VALU; races=False; strict=False or "unaligned"), recorder (called before every step:
+    flyasm.perf records executed streams), workgroups (run only these (x, y, z) ids of the grid).
+    hip only: runtime (a HipRuntime).
     """
     co, name, specs, kobj = _resolve(code, kernel)
     g, b = dims(grid, "grid"), dims(block, "block")
@@ -121,7 +123,8 @@ def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = Non
     ka = mem.alloc(padded.size, padded, "kernarg")
     mem.finalize()
     m = run_program(prog, g, b, ka, mem, lds=lds, seed=seed, check_inflight=check_inflight, max_steps=max_steps,
-                    progress=progress, trace=trace, hazards=hazards, races=races, strict=strict)
+                    progress=progress, trace=trace, hazards=hazards, races=races, strict=strict,
+                    recorder=recorder, workgroups=workgroups)
     for v, addr, host in buffers:
         out = mem.read(addr, host.nbytes)
         _copy_back(v, out.view(host.dtype).reshape(host.shape) if host.dtype != np.uint8 else out.reshape(host.shape))

@@ -1,0 +1,147 @@
+"""Record what each wave executed, for the timing model: the emulator calls a Recorder before
+every step (Machine(recorder=...)), while the step's operands still hold their values.
+
+Per executed wave-instruction it keeps: the instruction index (control flow is the sequence
+itself: a taken branch is a jump in it), the EXEC popcount, and a cost fact for memory
+instructions:
+  * DS (LDS) ops: the cycles the LDS needs for the access, from the lane byte addresses: 64 banks of
+    4 bytes (CDNA4 ISA §11.1, notes §1.3); lanes are served in phases of 256 bytes (64 lanes of b32,
+    32 of b64/tr_b16, 16 of b128) and a phase takes as many cycles as the most distinct dwords
+    any one bank holds (lanes reading the same dword share it, a broadcast).
+  * VMEM ops: bytes moved for the active lanes and the distinct 128-byte lines they touch.
+The recorder only reads machine state; it costs nothing when absent (Machine.recorder is None).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..emu.machine import vsrc
+from ..emu.ops_memory import buffer_address, global_address
+
+BANKS = 64        # LDS banks of 4 bytes on gfx950 (CDNA4 ISA §11.1: 64 banks x 640 dwords)
+LINE = 128        # bytes of one memory transaction line (L2 cache line of CDNA3/4)
+
+
+def ds_parts(inst) -> list[tuple[int, int]]:
+    """(byte offset, bytes per lane) of each address a DS instruction's lanes access."""
+    name, mods = inst.name, inst.modifiers
+    if name.startswith(("ds_read2", "ds_write2")):
+        esz = 8 if name.endswith("b64") else 4
+        scale = esz * (64 if "st64" in name else 1)
+        return [(mods.get("offset0", 0) * scale, esz), (mods.get("offset1", 0) * scale, esz)]
+    if "_tr_" in name:
+        return [(mods.get("offset", 0), 8)]
+    width = {"b128": 16, "b96": 12, "b64": 8}
+    for suf, nb in width.items():
+        if name.endswith(suf):
+            return [(mods.get("offset", 0), nb)]
+    return [(mods.get("offset", 0), 4)]
+
+
+def lds_cycles(addr: np.ndarray, exec_: np.ndarray, nbytes: int) -> np.ndarray:
+    """LDS cycles per wave for one access of nbytes per lane at byte addresses addr [k, 64]."""
+    k = addr.shape[0]
+    ndw = max(1, (nbytes + 3) // 4)
+    lanes_per_phase = max(1, BANKS // ndw)
+    dw = (addr.astype(np.int64) >> 2)[..., None] + np.arange(ndw)          # [k, 64, ndw] dword addresses
+    out = np.zeros(k, np.int64)
+    for p0 in range(0, 64, lanes_per_phase):
+        d = dw[:, p0:p0 + lanes_per_phase].reshape(k, -1)
+        act = np.repeat(exec_[:, p0:p0 + lanes_per_phase], ndw, axis=1)
+        for i in range(k):
+            u = np.unique(d[i][act[i]])
+            if u.size:
+                out[i] += np.bincount(u % BANKS, minlength=BANKS).max()
+    return out
+
+
+class Recorder:
+    """Callable recorder(m, p, w) for Machine; `streams()` gives each wave's executed stream."""
+
+    def __init__(self):
+        self._p: list[int] = []
+        self._ids: list[np.ndarray] = []
+        self._exec: list[np.ndarray] = []
+        self._cost: list[np.ndarray | None] = []
+        self._lines: list[np.ndarray | None] = []
+        self._fn: dict[int, object] = {}
+        self.program = None
+        self.touched: set[int] = set()          # distinct 128-byte lines any sampled wave touched
+
+    def _compile(self, inst):
+        u = inst.unit
+        if u == "DS" and inst.operand("addr") is not None:
+            parts = ds_parts(inst)
+            ga = vsrc(inst.operand("addr"))
+
+            def ds(m, w, ex):
+                a = np.broadcast_to(ga(m, w), (m.nw(w), 64)).astype(np.int64)
+                return sum(lds_cycles(a + off, ex, nb) for off, nb in parts), None
+            return ds
+        if u in ("VMEM", "FLAT") and inst.info.get("mem"):
+            nbytes = _vmem_bytes(inst)
+            af = buffer_address(inst) if inst.name.startswith("buffer_") else global_address(inst)
+
+            def vm(m, w, ex):
+                addr, ok = af(m, w, nbytes)
+                act = ex if ok is None else ex & (ok if ok.ndim == 2 else ok.any(-1))
+                first = addr.astype(np.int64) // LINE
+                last = (addr.astype(np.int64) + nbytes - 1) // LINE
+                nl = np.array([np.unique(np.r_[first[i][act[i]], last[i][act[i]]]).size for i in range(len(first))])
+                return act.sum(1) * nbytes, (nl, first[act])
+            return vm
+        return None
+
+    def __call__(self, m, p, w):
+        if self.program is None:
+            self.program = m.program
+        fn = self._fn.get(p, 0)
+        if fn == 0:
+            fn = self._fn[p] = self._compile(m.program.insts[p])
+        ids = m.ids(w).copy()
+        ex = m.execm[w]
+        self._p.append(p)
+        self._ids.append(ids)
+        self._exec.append(ex.sum(1).astype(np.int8))
+        if fn is None:
+            self._cost.append(None)
+            self._lines.append(None)
+            return
+        cost, lines = fn(m, w, ex)
+        self._cost.append(np.asarray(cost, np.int64))
+        if lines is not None:
+            nl, touched = lines
+            self._lines.append(nl)
+            self.touched.update(np.unique(touched).tolist())
+        else:
+            self._lines.append(None)
+
+    def streams(self) -> list[dict]:
+        """Per wave (in wave-id order): {'pc': instruction indices, 'exec': popcounts, 'cost': DS cycles
+        or VMEM bytes (0 elsewhere), 'lines': VMEM 128-byte lines (0 elsewhere)}."""
+        if not self._p:
+            return []
+        n = np.array([len(i) for i in self._ids])
+        wave = np.concatenate(self._ids)
+        p = np.repeat(np.array(self._p, np.int32), n)
+        ex = np.concatenate(self._exec)
+        cost = np.concatenate([c if c is not None else np.zeros(k, np.int64) for c, k in zip(self._cost, n)])
+        lines = np.concatenate([c if c is not None else np.zeros(k, np.int64) for c, k in zip(self._lines, n)])
+        order = np.argsort(wave, kind="stable")
+        wave, p, ex, cost, lines = wave[order], p[order], ex[order], cost[order], lines[order]
+        cuts = np.flatnonzero(np.diff(wave)) + 1
+        out = []
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(wave)]):
+            out.append({"wave": int(wave[a]), "pc": p[a:b], "exec": ex[a:b], "cost": cost[a:b], "lines": lines[a:b]})
+        return out
+
+
+def _vmem_bytes(inst) -> int:
+    """Bytes per lane of a VMEM/FLAT access, from its mnemonic."""
+    name = inst.name
+    for suf, nb in (("dwordx4", 16), ("dwordx3", 12), ("dwordx2", 8), ("dword", 4), ("ubyte", 1), ("sbyte", 1),
+                    ("ushort", 2), ("sshort", 2), ("short", 2), ("byte", 1), ("b128", 16), ("b96", 12),
+                    ("b64", 8), ("b32", 4), ("u16", 2), ("b16", 2), ("u8", 1), ("i8", 1), ("x2", 8)):
+        if suf in name:
+            return nb
+    return 4
