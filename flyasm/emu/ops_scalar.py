@@ -48,6 +48,8 @@ SOP2 = {
     "s_lshr_b64": (2, lambda a, b, c: _nz(a >> _sh(b, 2))),
     "s_ashr_i64": (2, lambda a, b, c: _nz((i64(a) >> _sh(b, 2).astype(np.int64)).view(np.uint64))),
     "s_bfm_b32": (1, lambda a, b, c: ((((U64(1) << (a & U64(31))) - U64(1)) << (b & U64(31))) & M32, None)),
+    # 64-bit mask from two 32-bit sources: ((1 << S0[5:0]) - 1) << S1[5:0]
+    "s_bfm_b64": (2, lambda a, b, c: (((U64(1) << (a & U64(63))) - U64(1)) << (b & U64(63)), None)),
     "s_bfe_u32": (1, lambda a, b, c: _nz(_bfe(a, b))),
     "s_bfe_i32": (1, lambda a, b, c: _nz(_bfe_s(a, b))),
     "s_lshl1_add_u32": (1, lambda a, b, c: ((a << U64(1)) + b, ((a << U64(1)) + b) >> U64(32) != 0)),
@@ -68,6 +70,9 @@ for _w, _m in ((1, "b32"), (2, "b64")):
         f"s_nor_{_m}": (_w, lambda a, b, c, k=_mask: _nz(~(a | b) & k)),
         f"s_xnor_{_m}": (_w, lambda a, b, c, k=_mask: _nz(~(a ^ b) & k)),
     })
+
+
+NARROW_SRC = {"s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfm_b64"}    # 64-bit result, 32-bit shift/width source
 
 
 def _nz(r):
@@ -101,8 +106,8 @@ def c_sop2(inst, ctx):
     width, fn = SOP2[inst.name]
     wb = 1 if inst.name.endswith(("_b64_b32",)) else width
     dst, a, b = inst.operands
-    ga = ssrc(a, width)
-    gb = ssrc(b, 1 if inst.name in ("s_lshl_b64", "s_lshr_b64", "s_ashr_i64") else wb)
+    ga = ssrc(a, 1 if inst.name in NARROW_SRC else width)
+    gb = ssrc(b, 1 if inst.name in NARROW_SRC else wb)
     d = s_index(dst)
     writes_scc = "scc" in (inst.info.get("implicit_writes") or ())
 
@@ -390,22 +395,32 @@ def c_nop(inst, ctx):
 
 
 # ---- SMEM ---------------------------------------------------------------------------------------
-@semantic("s_load_dword", "s_load_dwordx2", "s_load_dwordx4", "s_load_dwordx8", "s_load_dwordx16")
-def c_s_load(inst, ctx):
-    n = inst.slots[0]["dwords"]
-    dst, base, off = inst.operands
-    d = s_index(dst)
+def smem_address(inst):
+    """fn(m, w) -> byte address [k] (uint64) of an SMEM access: SBASE + SOFFSET (an SGPR, or a 21-bit
+    signed immediate), dword aligned (CDNA4 ISA ch.5: the two low bits are ignored)."""
+    _, base, off = inst.operands[:3]
     gbase = ssrc(base, 2)
     goff = ssrc(off)
     if isinstance(off, Imm):
         offv = off.value & 0x1FFFFF
         offv -= (offv & 0x100000) << 1          # 21-bit signed immediate offset
         goff = lambda m, w: np.full(m.nw(w), offv, np.int64)
+
+    def addr(m, w):
+        a = (gbase(m, w).astype(np.int64) + goff(m, w).astype(np.int64)) & ~3
+        return a.astype(np.uint64)
+    return addr
+
+
+@semantic("s_load_dword", "s_load_dwordx2", "s_load_dwordx4", "s_load_dwordx8", "s_load_dwordx16")
+def c_s_load(inst, ctx):
+    n = inst.slots[0]["dwords"]
+    d = s_index(inst.operands[0])
+    address = smem_address(inst)
     cols = np.arange(d, d + n)
 
     def run(m, w):
-        addr = (gbase(m, w).astype(np.int64) + goff(m, w).astype(np.int64)) & ~3   # dword aligned
-        addr = addr.astype(np.uint64)
+        addr = address(m, w)
         off_ = m.mem.offsets(addr, 4 * n, lambda: where(inst))
         data = m.mem.arena[off_[:, None] + np.arange(4 * n)].view(np.uint32).reshape(-1, n).copy()
         waves = m.ids(w).copy()
@@ -415,4 +430,57 @@ def c_s_load(inst, ctx):
             if cols[0] <= S_EXEC + 1 and cols[-1] >= S_EXEC:
                 m2.refresh_exec(waves[sel])
         m.issue(w, inst, "lgkm", land, sregs=cols, smem=True)
+    return run
+
+
+@semantic("s_store_dword", "s_store_dwordx2", "s_store_dwordx4")
+def c_s_store(inst, ctx):
+    """MEM[addr] = SDATA (CDNA4 ISA ch.5). Written at issue, like the vector stores; lgkm counts it."""
+    n = inst.slots[0]["dwords"]
+    d = s_index(inst.operands[0])
+    address = smem_address(inst)
+
+    def run(m, w):
+        off_ = m.mem.offsets(address(m, w), 4 * n, lambda: where(inst))
+        words = m.mem.arena.view(np.uint32)
+        words[(off_ >> 2)[:, None] + np.arange(n)] = m.S[w, d:d + n]
+        m.issue(w, inst, "lgkm", None, smem=True)
+    return run
+
+
+# SMEM atomics on one dword: new MEM value from (old, data) (CDNA4 ISA ch.5 / the VMEM atomic table)
+S_ATOMIC = {
+    "s_atomic_swap": lambda old, v: v,
+    "s_atomic_add": lambda old, v: (old + v) & 0xFFFFFFFF,
+    "s_atomic_sub": lambda old, v: (old - v) & 0xFFFFFFFF,
+    "s_atomic_inc": lambda old, v: 0 if old >= v else old + 1,
+    "s_atomic_dec": lambda old, v: v if old == 0 or old > v else old - 1,
+}
+
+
+@semantic(*S_ATOMIC)
+def c_s_atomic(inst, ctx):
+    """Waves apply the operation one after another (ascending wave id); with glc the pre-op value
+    lands in SDATA at the lgkm wait."""
+    fn = S_ATOMIC[inst.name]
+    d = s_index(inst.operands[0])
+    address = smem_address(inst)
+    ret = bool(inst.modifiers.get("glc"))
+
+    def run(m, w):
+        off_ = m.mem.offsets(address(m, w), 4, lambda: where(inst))
+        words = m.mem.arena.view(np.uint32)
+        data = m.S[w, d].astype(np.int64)
+        old = np.empty(len(off_), np.uint32)
+        for j, (i, v) in enumerate(zip((off_ >> 2).tolist(), data.tolist())):
+            old[j] = words[i]
+            words[i] = fn(int(old[j]), v)
+        if not ret:
+            m.issue(w, inst, "lgkm", None, smem=True)
+            return
+        waves = m.ids(w).copy()
+
+        def land(m2, sel):
+            m2.S[waves[sel], d] = old[sel]
+        m.issue(w, inst, "lgkm", land, sregs=np.array([d]), smem=True)
     return run

@@ -87,6 +87,15 @@ def rcp32(a):
     return flush_denorm(np.float32(1) / flush_denorm(a))
 
 
+def pk_u8(a, sel, c):
+    """V_CVT_PK_U8_F32: byte S1[1:0] of S2 := u8(S0), the other bytes kept. u8 saturates to [0, 255],
+    NaN -> 0; rounding to nearest even is inferred (the ISA text says only "convert")."""
+    sh = (sel & U32(3)) * U32(8)
+    with np.errstate(invalid="ignore"):
+        v = np.clip(np.rint(np.nan_to_num(a.astype(np.float64), nan=0.0)), 0, 255).astype(U32)
+    return (c & ~(U32(0xFF) << sh)) | (v << sh)
+
+
 def med3(a, b, c):
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
@@ -147,6 +156,7 @@ VALU = {
     "v_cvt_f32_f64": ("f32", ("f64",), lambda a: a.astype(F32)),
     "v_cvt_pk_bf16_f32": ("b32", ("f32", "f32"), lambda a, b: f32_to_bf16_rne(a) | (f32_to_bf16_rne(b) << 16)),
     "v_cvt_pk_f16_f32": ("b32", ("f32", "f32"), lambda a, b: _h(a) | (_h(b) << 16)),
+    "v_cvt_pk_u8_f32": ("b32", ("f32", "u32", "u32"), pk_u8),
     "v_cvt_pkrtz_f16_f32": ("b32", ("f32", "f32"), None),
     "v_add_u32": ("u32", ("u32", "u32"), lambda a, b: a + b),
     "v_sub_u32": ("u32", ("u32", "u32"), lambda a, b: a - b),
@@ -639,6 +649,22 @@ def c_permlane_swap(inst, ctx):
     return run
 
 
+@semantic("v_swap_b32")
+def c_swap(inst, ctx):
+    """VOP1 V_SWAP_B32: D <-> S0 in the active lanes (both VGPRs are written)."""
+    vdst, src0 = inst.operands
+    if not (isinstance(vdst, Reg) and isinstance(src0, Reg) and src0.file in "va") or inst.is_dpp or inst.is_sdwa:
+        raise not_emulated(inst, "operands")
+    x, y = r_index(vdst), r_index(src0)
+
+    def run(m, w):
+        ex = m.execm[w]
+        a, b = m.R[w, x].copy(), m.R[w, y].copy()
+        m.vwrite(w, x, b, ex)
+        m.vwrite(w, y, a, ex)
+    return run
+
+
 # ---- packed math (VOP3P) ---------------------------------------------------------------------
 PK = {
     "v_pk_add_f16": ("f16", 2, lambda a, b: a + b),
@@ -796,6 +822,34 @@ def c_cvt_f32_fp8(inst, ctx):
     def run(m, w):
         byte = (ga(m, w) >> U32(shift)) & U32(0xFF)
         m.vwrite(w, d, table[byte].view(U32), m.execm[w])
+    return run
+
+
+@semantic("v_cvt_pk_f32_fp8", "v_cvt_pk_f32_bf8")
+def c_cvt_pk_f32_fp8(inst, ctx):
+    """D[0], D[1] = the two fp8/bf8 bytes of one word of S0 (the low word; the high word with VOP3
+    op_sel[0] or SDWA src0_sel:WORD_1); exact."""
+    from .ops_mfma import FP8
+    kind = "fp8" if inst.name.endswith("fp8") else "bf8"
+    dst, a = inst.operands
+    mods = inst.modifiers
+    if inst.is_dpp or mods.get("clamp") or mods.get("mul") or mods.get("div") or isinstance(a, Mod):
+        raise not_emulated(inst, "DPP / modifiers")
+    if inst.is_sdwa:
+        sel = mods.get("src0_sel", "DWORD")
+        if sel not in ("WORD_0", "WORD_1", "DWORD") or mods.get("dst_sel", "DWORD") != "DWORD":
+            raise not_emulated(inst, "SDWA select")
+        shift = 16 if sel == "WORD_1" else 0
+    else:
+        shift = 16 if _opsel(mods, 0) else 0
+    ga, d = vsrc(a), r_index(dst)
+    table = FP8[kind].astype(F32)
+
+    def run(m, w):
+        word = ga(m, w) >> U32(shift)
+        ex = m.execm[w]
+        m.vwrite(w, d, table[word & U32(0xFF)].view(U32), ex)
+        m.vwrite(w, d + 1, table[(word >> U32(8)) & U32(0xFF)].view(U32), ex)
     return run
 
 

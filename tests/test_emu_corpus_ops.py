@@ -1,0 +1,152 @@
+"""Formula tests for instructions aiter's production kernels use that the emulator gained for them
+(issue 9): s_bfm_b64, SMEM stores and atomics, v_swap_b32, v_cvt_pk_u8_f32, v_cvt_pk_f32_fp8/bf8.
+Every expected value is computed here from the ISA's description, with Python integers/floats."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from emu_snippet import poison, snippet
+from test_emu_buffer import addresses
+
+RNG = np.random.default_rng()
+M32 = (1 << 32) - 1
+POIS = 0xDEADBEEF
+
+
+def test_s_bfm_b64():
+    # S_BFM_B64: D = ((1 << S0[5:0]) - 1) << S1[5:0], 64 bits; the upper source bits are ignored
+    a = [int(x) for x in RNG.integers(0, 2**32, 6)] + [63 | 0xFFC0, 0]
+    b = [int(x) for x in RNG.integers(0, 2**32, 6)] + [0, 63]
+    lines = [f"s_bfm_b64 s[{20 + 2 * i}:{21 + 2 * i}], s{2 + i}, s{10 + i}" for i in range(len(a))]
+    sregs = {2 + i: v for i, v in enumerate(a)} | {10 + i: v for i, v in enumerate(b)}
+    sregs |= {r: POIS for r in range(20, 20 + 2 * len(a))}
+    m = snippet(lines, sregs=sregs)
+    for i, (x, y) in enumerate(zip(a, b)):
+        want = (((1 << (x & 63)) - 1) << (y & 63)) & ((1 << 64) - 1)
+        got = int(m.S[0, 20 + 2 * i]) | (int(m.S[0, 21 + 2 * i]) << 32)
+        assert got == want, (hex(x), hex(y), hex(got), hex(want))
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_s_store_dword(n):
+    buf = np.full(64, POIS, np.uint32)
+    (base,) = addresses(buf.nbytes)
+    data = [int(x) for x in RNG.integers(0, 2**32, n)]
+    name = "s_store_dword" + ("" if n == 1 else f"x{n}")
+    d = "s20" if n == 1 else f"s[20:{19 + n}]"
+    # one store at an SGPR offset, one at an immediate offset (bytes), one at a negative 21-bit one
+    lines = [f"{name} {d}, s[2:3], s4 glc", f"{name} {d}, s[2:3], 0x40", f"{name} {d}, s[6:7], 0x1ffff0",
+             "s_waitcnt lgkmcnt(0)"]
+    sregs = {2: base & M32, 3: base >> 32, 4: 8, 6: (base + 160) & M32, 7: (base + 160) >> 32}
+    sregs |= {20 + i: v for i, v in enumerate(data)}
+    snippet(lines, sregs=sregs, buffers=[buf])
+    want = np.full(64, POIS, np.uint32)
+    for byte_off in (8, 0x40, 160 - 16):
+        want[byte_off // 4: byte_off // 4 + n] = data
+    assert np.array_equal(buf, want)
+
+
+ATOMIC_REF = {   # the ISA's per-opcode pseudocode: new memory value from (old, data)
+    "s_atomic_swap": lambda old, v: v,
+    "s_atomic_add": lambda old, v: (old + v) % 2**32,
+    "s_atomic_sub": lambda old, v: (old - v) % 2**32,
+    "s_atomic_inc": lambda old, v: 0 if old >= v else old + 1,
+    "s_atomic_dec": lambda old, v: v if (old == 0 or old > v) else old - 1,
+}
+
+
+@pytest.mark.parametrize("op", sorted(ATOMIC_REF))
+def test_s_atomic(op):
+    """Four waves hit one dword; with glc each gets the value before its own operation. The order of
+    the waves is the scheduler's: it is recovered from the returned values (distinct data per wave),
+    and the final memory must be that chain's end."""
+    waves = 4
+    init = int(RNG.integers(1, 6)) if op in ("s_atomic_dec", "s_atomic_inc") else int(RNG.integers(0, 2**32))
+    data = RNG.permutation(np.arange(2, 9))[:waves] if op in ("s_atomic_dec", "s_atomic_inc") \
+        else RNG.choice(2**32, waves, replace=False)
+    buf = np.full(16, POIS, np.uint32)
+    buf[3] = init
+    (base,) = addresses(buf.nbytes)
+    lines = [f"{op} s20, s[2:3], 0xc glc", "s_waitcnt lgkmcnt(0)", f"{op} s21, s[2:3], s4",
+             "s_waitcnt lgkmcnt(0)"]
+    sregs = {2: base & M32, 3: base >> 32, 4: 12, 20: [int(x) for x in data], 21: [int(x) for x in data]}
+    m = snippet(lines, sregs=sregs, waves=waves, buffers=[buf])
+    old = [int(x) for x in m.S[:, 20]]
+    cur, left = init, set(range(waves))
+    for _ in range(waves):
+        nxt = [w for w in left if old[w] == cur]
+        assert nxt, f"{op}: returned values {old} are no chain from {init}"
+        w = nxt[0]
+        left.remove(w)
+        cur = ATOMIC_REF[op](cur, int(data[w]))
+    for w in range(waves):                         # the second round, without glc: no return
+        cur = ATOMIC_REF[op](cur, int(data[w]))
+    assert int(buf[3]) == cur
+    assert [int(x) for x in m.S[:, 21]] == [int(x) for x in data]
+    assert (np.delete(buf, 3) == POIS).all()
+
+
+def test_v_swap_b32():
+    a, b = RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32), \
+        RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    ex = RNG.random(64) < 0.7
+    m = snippet(["v_swap_b32 v5, v9"], {5: a, 9: b}, exec_mask=ex)
+    assert np.array_equal(m.R[0, 5], np.where(ex, b, a))
+    assert np.array_equal(m.R[0, 9], np.where(ex, a, b))
+
+
+def test_v_cvt_pk_u8_f32():
+    """Byte S1[1:0] of S2 := S0 converted to an unsigned byte: saturated to [0, 255], NaN -> 0,
+    rounded to nearest even (inferred: the ISA says only "convert"; Python's round() is half-even)."""
+    x = np.concatenate([RNG.uniform(-20, 280, 48), [np.nan, -np.inf, np.inf, 0.5, 1.5, 2.5, 254.5, 255.5,
+                                                    -0.0, 3.49999, 7.5000005, 1e30, -1e30, 128.0, 0.49, 99.5]])
+    x = x.astype(np.float32)
+    sel = RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    c = RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    m = snippet(["v_cvt_pk_u8_f32 v4, v1, v2, v3", "v_cvt_pk_u8_f32 v5, v1, 2, v3"],
+                {1: x.view(np.uint32), 2: sel, 3: c, 4: poison(), 5: poison()})
+    for lane in range(64):
+        xv = float(x[lane])
+        u8 = 0 if math.isnan(xv) else int(min(255, max(0, round(xv)))) if math.isfinite(xv) else \
+            (255 if xv > 0 else 0)
+        for row, s in ((4, int(sel[lane]) & 3), (5, 2)):
+            want = (int(c[lane]) & ~(0xFF << (8 * s)) & M32) | (u8 << (8 * s))
+            assert int(m.R[0, row, lane]) == want, (lane, xv, s)
+
+
+def minifloat(code: int, ebits: int, mbits: int, bias: int, ieee_specials: bool, nan_all_ones: bool) -> float:
+    """Value of one minifloat code from its bit fields (OCP 8-bit FP spec: E4M3 has no infinities and
+    S.1111.111 is NaN; E5M2 follows IEEE: exponent all ones is inf (mantissa 0) or NaN)."""
+    s = -1.0 if (code >> (ebits + mbits)) & 1 else 1.0
+    e = (code >> mbits) & ((1 << ebits) - 1)
+    f = code & ((1 << mbits) - 1)
+    if ieee_specials and e == (1 << ebits) - 1:
+        return s * math.inf if f == 0 else math.nan
+    if nan_all_ones and e == (1 << ebits) - 1 and f == (1 << mbits) - 1:
+        return math.nan
+    if e == 0:
+        return s * math.ldexp(f, 1 - bias - mbits)
+    return s * math.ldexp((1 << mbits) + f, e - bias - mbits)
+
+
+FP8_FMT = {"fp8": (4, 3, 7, False, True), "bf8": (5, 2, 15, True, False)}
+
+
+@pytest.mark.parametrize("kind", ["fp8", "bf8"])
+def test_v_cvt_pk_f32_fp8(kind):
+    """Every one of the 256 codes, in both bytes of both words (e32 reads the low word, SDWA
+    src0_sel:WORD_1 the high one)."""
+    codes = RNG.permutation(256).astype(np.uint32)
+    lo = codes[:128].reshape(64, 2)
+    hi = codes[128:].reshape(64, 2)
+    word = lo[:, 0] | (lo[:, 1] << 8) | (hi[:, 0] << 16) | (hi[:, 1] << 24)
+    m = snippet([f"v_cvt_pk_f32_{kind} v[4:5], v1", f"v_cvt_pk_f32_{kind}_sdwa v[6:7], v1 src0_sel:WORD_1"],
+                {1: word, 4: poison(), 5: poison(), 6: poison(), 7: poison()})
+    for row, pair in ((4, lo), (6, hi)):
+        for j in range(2):
+            got = m.R[0, row + j].view(np.float32).astype(np.float64)
+            want = np.array([minifloat(int(c), *FP8_FMT[kind]) for c in pair[:, j]])
+            assert np.array_equal(got, want, equal_nan=True), (row, j)
