@@ -72,7 +72,7 @@ for _w, _m in ((1, "b32"), (2, "b64")):
     })
 
 
-NARROW_SRC = {"s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfm_b64"}    # 64-bit result, 32-bit shift/width source
+NARROW_SRC = {"s_lshl_b64", "s_lshr_b64", "s_ashr_i64", "s_bfm_b64"}    # 64-bit result, 32-bit S1
 
 
 def _nz(r):
@@ -106,7 +106,7 @@ def c_sop2(inst, ctx):
     width, fn = SOP2[inst.name]
     wb = 1 if inst.name.endswith(("_b64_b32",)) else width
     dst, a, b = inst.operands
-    ga = ssrc(a, 1 if inst.name in NARROW_SRC else width)
+    ga = ssrc(a, 1 if inst.name == "s_bfm_b64" else width)
     gb = ssrc(b, 1 if inst.name in NARROW_SRC else wb)
     d = s_index(dst)
     writes_scc = "scc" in (inst.info.get("implicit_writes") or ())
