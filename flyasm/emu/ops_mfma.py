@@ -218,6 +218,13 @@ def mfma_lane_sources(inst, blocks):
     return pa, pb
 
 
+def exec_check(m, w, inst):
+    if m.strict and not m.execm[w].all():
+        raise EmuError(f"{where(inst)}: EXEC is not all ones; MFMA ignores EXEC (CDNA4 ISA 7.1.2: forced to "
+                       f"all ones), so masked lanes would still be computed and written (emu option "
+                       f"strict=False runs it as silicon does)")
+
+
 @semantic(*_names())
 def c_mfma(inst, ctx):
     out_t, M, N, K, kind = _NAME.match(inst.name).groups()
@@ -269,10 +276,7 @@ def c_mfma(inst, ctx):
         return buf.view(np.float32).reshape((k,) + shape)
 
     def run(m, w):
-        if m.strict and not m.execm[w].all():
-            raise EmuError(f"{where(inst)}: EXEC is not all ones; MFMA ignores EXEC (CDNA4 ISA 7.1.2: forced to "
-                           f"all ones), so masked lanes would still be computed and written (emu option "
-                           f"strict=False runs it as silicon does)")
+        exec_check(m, w, inst)
         A = operand(m, w, a0, pa, ia, ka, (B, M, K), "a")          # [k, B, M, K] float32, contiguous
         Bm = operand(m, w, b0, pb, ib, kb, (B, K, N), "b")         # [k, B, K, N]
         with np.errstate(all="ignore"):

@@ -1,0 +1,124 @@
+"""OCP MX formats on gfx950: the f8f6f4 MFMAs, plain and with E8M0 block scales (CDNA4 ISA §7.1/7.2).
+
+Formats (CBSZ selects A's, BLGP B's; notes §2): 0 fp8 E4M3, 1 bf8 E5M2, 2 fp6 E2M3, 3 bf6 E3M2,
+4 fp4 E2M1 (OCP MX spec v1.0: bias 2^(E-1)-1; E4M3 has no inf and S.1111.111 is NaN; E5M2 has
+IEEE inf/NaN; the fp6/fp4 formats have neither). E8M0 scale e = 2^(e-127), 0xFF = NaN.
+
+Register layout: 32 values of A (or B) per lane, K_L = 32 for both shapes (ISA 7.1.4 general
+formula): A[i][k] is value k % 32 of lane i + M*(k // 32), B[k][j] value k % 32 of lane
+j + N*(k // 32); a lane's values are packed densely, value e in bits [w*e, w*e + w) of the lane's
+registers taken as one little-endian integer (w = 8/6/4 bits: 8/6/4 VGPRs). For fp4 this is the
+published lane mapping (docs.modular.com mxfp4_matmul_amd: "each lane loads 16 contiguous bytes
+from its row, lane_row = lane % 16, lane_chunk = lane / 16"); dense packing of fp6 across register
+boundaries is INFERRED (LLVM passes fp6 operands as 6 dwords; the bit order is not documented).
+
+Scales (_scale_ forms): each lane holds one block of 32 values, and its scale is a byte of the
+same lane's scale operand (docs.modular.com, citing CDNA4 ISA 7.2.1: "per-lane scale i32,
+OPSEL-selected byte applied to the lane's (M=lane%16, K-group=lane/16) slot"). The byte index
+is op_sel[n] | op_sel_hi[n] << 1 for operand n (0 = A, 1 = B): llc -mcpu=gfx950 on
+llvm.amdgcn.mfma.scale.* with opsel 1/2/3 prints op_sel:[1,..] / op_sel_hi:[1,..] / both.
+
+Arithmetic: products of these formats are exact in float64 and scales are powers of two; the K
+products are summed in float64 and C added, then rounded once to float32. The matrix core's
+internal precision is undocumented (notes §6.5), so this is a model, not bit-exact silicon.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..isa.operands import Imm, Reg
+from .machine import base_of, imm_bits, not_emulated, r_index, semantic, vsrc, where
+from .memory import EmuError
+from .ops_mfma import exec_check, layout
+
+FORMATS = {0: ("fp8", 4, 3), 1: ("bf8", 5, 2), 2: ("fp6", 2, 3), 3: ("bf6", 3, 2), 4: ("fp4", 2, 1)}
+_NAME = re.compile(r"^v_mfma_(scale_)?f32_(\d+)x(\d+)x(\d+)_f8f6f4$")
+
+
+def minifloat_values(ebits: int, mbits: int) -> np.ndarray:
+    """float64 value of every code of an OCP MX element format (1 sign bit, ebits, mbits)."""
+    c = np.arange(1 << (1 + ebits + mbits))
+    bias = (1 << (ebits - 1)) - 1
+    sign = np.where(c >> (ebits + mbits) & 1, -1.0, 1.0)
+    e, f = (c >> mbits) & ((1 << ebits) - 1), c & ((1 << mbits) - 1)
+    mag = np.where(e == 0, f * 2.0 ** (1 - bias - mbits), ((1 << mbits) + f) * 2.0 ** (e - bias - mbits))
+    top = e == (1 << ebits) - 1
+    if ebits == 4 and mbits == 3:                       # E4M3: S.1111.111 is NaN, no infinities
+        mag = np.where(top & (f == 7), np.nan, mag)
+    elif ebits == 5 and mbits == 2:                     # E5M2: IEEE specials
+        mag = np.where(top, np.where(f == 0, np.inf, np.nan), mag)
+    return sign * mag
+
+
+VALUES = {k: minifloat_values(eb, mb) for k, (_, eb, mb) in FORMATS.items()}
+E8M0 = np.where(np.arange(256) == 255, np.nan, 2.0 ** (np.arange(256) - 127.0))
+
+
+def lane_values(regs: np.ndarray, fmt: int) -> np.ndarray:
+    """Registers [k, nreg, 64] (uint32) -> the 32 values of each lane [k, 64, 32] (float64)."""
+    width = 1 + FORMATS[fmt][1] + FORMATS[fmt][2]
+    k = regs.shape[0]
+    lane_bytes = np.ascontiguousarray(regs.transpose(0, 2, 1)).view(np.uint8)      # [k, 64, 4*width]
+    bits = np.unpackbits(lane_bytes, axis=-1, bitorder="little").reshape(k, 64, 32, width)
+    codes = bits @ (1 << np.arange(width))
+    return VALUES[fmt][codes]
+
+
+def _fmt(inst, key: str) -> int:
+    f = int(inst.modifiers.get(key, 0) or 0)
+    if f not in FORMATS:
+        raise EmuError(f"{where(inst)}: {key}:{f} selects no f8f6f4 format (0..4)")
+    return f
+
+
+def _scale_byte(mods, n: int) -> int:
+    sel, hi = mods.get("op_sel") or [], mods.get("op_sel_hi") or []
+    return (int(sel[n]) if n < len(sel) else 0) | ((int(hi[n]) if n < len(hi) else 0) << 1)
+
+
+@semantic("v_mfma_f32_16x16x128_f8f6f4", "v_mfma_f32_32x32x64_f8f6f4", "v_mfma_scale_f32_16x16x128_f8f6f4",
+          "v_mfma_scale_f32_32x32x64_f8f6f4")
+def c_mfma_f8f6f4(inst, ctx):
+    scaled, M, N, K = _NAME.match(inst.name).groups()
+    M, N, K = int(M), int(N), int(K)
+    if inst.modifiers.get("abid"):
+        raise not_emulated(inst, "abid on an f8f6f4 MFMA")
+    fa, fb = _fmt(inst, "cbsz"), _fmt(inst, "blgp")
+    vdst, src0, src1, src2 = inst.operands[:4]
+    nd = inst.slots[0]["dwords"]
+    for op, f in ((src0, fa), (src1, fb)):
+        need = 1 + FORMATS[f][1] + FORMATS[f][2]
+        if getattr(base_of(op), "count", 1) < need:
+            raise EmuError(f"{where(inst)}: {FORMATS[f][0]} operands take {need} registers, {op} has fewer")
+    d0, a0, b0 = r_index(vdst), r_index(base_of(src0)), r_index(base_of(src1))
+    c_op = base_of(src2)
+    c0 = r_index(c_op) if isinstance(c_op, Reg) else None
+    cconst = float(np.uint32(imm_bits(c_op.value, "f32")).view(np.float32)) if isinstance(c_op, Imm) else None
+    _, _, (dr, dl) = layout(M, N, K)
+    dr, dl = dr[0], dl[0]                                   # [M, N]: D[i][j] -> register, lane
+    if scaled:
+        ga, gb = vsrc(inst.operands[4]), vsrc(inst.operands[5])
+        sa, sb = (8 * _scale_byte(inst.modifiers, n) for n in (0, 1))
+    nb = K // 32
+    wa, wb = (1 + FORMATS[f][1] + FORMATS[f][2] for f in (fa, fb))
+
+    def run(m, w):
+        exec_check(m, w, inst)
+        A = lane_values(m.R[w, a0:a0 + wa], fa)            # [k, 64, 32]
+        B = lane_values(m.R[w, b0:b0 + wb], fb)
+        k = A.shape[0]
+        if scaled:
+            A = A * E8M0[(np.broadcast_to(ga(m, w), (k, 64)) >> np.uint32(sa)) & np.uint32(0xFF)][..., None]
+            B = B * E8M0[(np.broadcast_to(gb(m, w), (k, 64)) >> np.uint32(sb)) & np.uint32(0xFF)][..., None]
+        A = A.reshape(k, nb, M, 32).transpose(0, 2, 1, 3).reshape(k, M, K)          # lane i + M*kb
+        Bt = B.reshape(k, nb, N, 32).transpose(0, 2, 1, 3).reshape(k, N, K)         # lane j + N*kb
+        with np.errstate(all="ignore"):
+            P = np.matmul(A, Bt.transpose(0, 2, 1))                                 # [k, M, N]
+            C = m.R[w, c0:c0 + nd][:, dr, dl].view(np.float32) if c0 is not None else np.float32(cconst)
+            D = (P + C).astype(np.float32)
+        out = np.empty((k, nd, 64), np.uint32)
+        out[:, dr, dl] = D.view(np.uint32)
+        m.R[w, d0:d0 + nd] = out
+    return run
