@@ -145,3 +145,42 @@ def _vmem_bytes(inst) -> int:
         if suf in name:
             return nb
     return 4
+
+
+def scale_loops(stream: dict, factor: float) -> dict:
+    """The stream a longer run of the same kernel would execute: every run of the hottest loop (the
+    most frequent backward-branch target) gets round(iterations x factor) iterations, by repeating
+    one of its middle iterations (their cost facts repeat: same instructions, same access shapes).
+    Prologue, epilogue and other loops stay as recorded. factor >= 1."""
+    pc = stream["pc"]
+    if factor <= 1 or len(pc) < 3:
+        return stream
+    back = np.flatnonzero(pc[1:] <= pc[:-1]) + 1            # positions entered by a backward jump
+    if not back.size:
+        return stream
+    heads, counts = np.unique(pc[back], return_counts=True)
+    head = heads[counts.argmax()]
+    starts = back[pc[back] == head]                          # iteration starts (after the first)
+    # runs: consecutive iteration starts with no visit outside the loop's pc span in between
+    tail = int(pc[starts - 1].max())
+    pieces, last = [], 0
+    run = [starts[0]]
+    for s in list(starts[1:]) + [None]:
+        if s is not None and np.all((pc[run[-1]:s] >= head) & (pc[run[-1]:s] <= tail)):
+            run.append(s)
+            continue
+        iters = len(run) + 1                                  # the first iteration was entered by fall-through
+        extra = int(round(iters * factor)) - iters
+        if extra > 0 and len(run) >= 2:
+            k = len(run) // 2
+            a, b = run[k - 1], run[k]                         # one whole middle iteration [a, b)
+            pieces.append(slice(last, b))
+            pieces.extend([slice(a, b)] * extra)
+            last = b
+        if s is not None:
+            run = [s]
+    pieces.append(slice(last, len(pc)))
+    out = dict(stream)
+    for key in ("pc", "exec", "cost", "lines"):
+        out[key] = np.concatenate([stream[key][sl] for sl in pieces])
+    return out

@@ -1,0 +1,87 @@
+"""Run a kernel (any .co + launch) in the emulator with a Recorder and keep the executed streams,
+cached by content: the code-object bytes, kernel name, grid, block, kernarg bytes, buffer sizes and
+the sampled workgroup ids. A kernel whose stream depends on data sees fresh random bf16-valued
+buffers (N(0,1) as bf16 in every 16-bit half: finite for bf16, f16 and f32 readers alike)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import FlyasmError
+from .trace import Recorder
+
+CACHE = Path(os.environ.get("FLYASM_CACHE", Path.home() / ".cache" / "flyasm")) / "perf_traces"
+
+
+@dataclass
+class Trace:
+    """Executed streams of a sample of workgroups: `waves` is one dict per wave (trace.Recorder.streams)
+    with its workgroup's sample index in 'wg'."""
+    co_hash: str
+    kernel: str
+    grid: tuple
+    block: tuple
+    workgroups: list
+    waves: list = field(default_factory=list)
+    touched_lines: int = 0
+
+
+def _dims(x):
+    t = (x,) if isinstance(x, (int, np.integer)) else tuple(x)
+    return tuple(int(v) for v in t) + (1,) * (3 - len(t))
+
+
+def _fill(nbytes: int, rng) -> np.ndarray:
+    vals = rng.standard_normal((nbytes + 1) // 2).astype(np.float32)
+    return (vals.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)[:nbytes].copy()
+
+
+def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgroups=None, kernel: str | None = None,
+            lds: int | None = None, cache: bool = True) -> Trace:
+    """Streams of `workgroups` (default: all) of one launch. `kernarg` is bytes, or a callable taking
+    {buffer name: device address} and returning bytes (so packed pointers point at the emulator's
+    buffers of `buffers` = {name: bytes})."""
+    from ..emu import Memory, load_program, run_program
+    g, b = _dims(grid), _dims(block)
+    prog = load_program(co, kernel)
+    wgs = [(x, y, z) for z in range(g[2]) for y in range(g[1]) for x in range(g[0])] if workgroups is None \
+        else [_dims(w) for w in workgroups]
+    mem = Memory()
+    rng = np.random.default_rng(0x5EED)
+    addrs = {}
+    for name, n in (buffers or {}).items():      # an int: that many random bytes; an array: its bytes
+        data = np.ascontiguousarray(n).view(np.uint8).reshape(-1) if isinstance(n, np.ndarray) else _fill(int(n), rng)
+        addrs[name] = mem.alloc(data.size, data, name)
+    ka = kernarg(addrs) if callable(kernarg) else bytes(kernarg)
+    if not isinstance(ka, (bytes, bytearray)):
+        raise FlyasmError("kernarg must be bytes (or a callable returning bytes)")
+    co_hash = hashlib.sha256(co).hexdigest()
+    key = hashlib.sha256(repr((co_hash, prog.name, g, b, bytes(ka).hex(), sorted((k, v if isinstance(v, int) else hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
+                                      for k, v in (buffers or {}).items()),
+                               wgs, lds)).encode()).hexdigest()[:32]
+    path = CACHE / f"{key}.pkl"
+    if cache and path.exists():
+        return pickle.loads(path.read_bytes())
+    padded = np.zeros((len(ka) + 64 + 255) // 256 * 256, np.uint8)
+    padded[:len(ka)] = np.frombuffer(bytes(ka), np.uint8)
+    kaddr = mem.alloc(padded.size, padded, "kernarg")
+    mem.finalize()
+    rec = Recorder()
+    run_program(prog, g, b, kaddr, mem, lds=lds, recorder=rec, workgroups=wgs, hazards=None, races=False)
+    tr = Trace(co_hash, prog.name, g, b, wgs, touched_lines=len(rec.touched))
+    wpg = -(-(b[0] * b[1] * b[2]) // 64)
+    for s in rec.streams():
+        s["wg"] = s["wave"] // wpg
+        tr.waves.append(s)
+    tr.program = prog
+    if cache:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        prog_keep, tr.program = tr.program, None
+        path.write_bytes(pickle.dumps(tr))
+        tr.program = prog_keep
+    return tr

@@ -1,0 +1,292 @@
+"""Cycle-level model of one gfx950 compute unit driven by recorded wave streams (perf.trace).
+
+Event-driven: each wave's next instruction gets the earliest cycle at which it can issue (its own
+issue spacing, register readiness, s_waitcnt against modelled completion times, s_barrier, and the
+port it needs on its SIMD or CU); the CU issues the globally earliest one, ties going to the higher
+s_setprio, then to the older wave. Ports only ever get busier, so a wave whose candidate cycle moved
+is re-queued (lazy list scheduling). Facts and assumptions (every number is in params.Params):
+
+* 4 SIMDs per CU; the waves of a workgroup go to SIMDs round-robin, workgroups as occupancy allows.
+* Per SIMD one instruction per cycle per port: MFMA pipe, VALU, SALU, branch/message; per CU one
+  LDS pipe and one vector-memory port (shared by the 4 SIMDs). A wave issues its next instruction
+  only after the previous one's issue cycles (VALU/MFMA/DS/VMEM 4: a wave64 runs on a 16-lane SIMD
+  over 4 cycles; TRANS 16; scalar 1) and `s_nop N` adds N+1 wait states.
+* MFMA: the pipe is busy passes x 4 cycles (isa_tables passes, LLVM SISchedule gfx950); an MFMA
+  also takes the VALU issue port for its 4 issue cycles. Its D registers are ready when it ends;
+  an MFMA reading exactly that D as C (accumulate chain) only waits for the pipe.
+* LDS: an access holds the LDS pipe for its bank-conflict cycles from the lane addresses
+  (trace.lds_cycles) and completes lds_latency cycles later.
+* VMEM (and LDS-DMA): an access holds the CU's memory port for its 128-byte lines x 128 / bytes per
+  cycle of the CU's share of the device (params), completes vmem_latency later; vmcnt returns in
+  order. SMEM completes smem_latency after issue (lgkmcnt(0) covers it).
+* s_barrier releases all waves of the workgroup one cycle after the last arrives.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from ..isa.operands import Imm, Mod, Reg, Waitcnt
+from ..report.stats import classify, nop_wait_states
+
+AOFF = 512
+KINDS = {"mfma": "mfma", "valu": "valu", "trans": "trans", "salu": "salu", "smem": "smem", "ds_read": "ds",
+         "ds_write": "ds", "ds_atomic": "ds", "vmem_load": "vmem", "vmem_store": "vmem", "vmem_atomic": "vmem",
+         "lds_dma": "vmem", "flat": "vmem", "s_waitcnt": "waitcnt", "s_nop": "nop", "s_barrier": "barrier",
+         "s_setprio": "setprio", "branch": "branch", "s_endpgm": "endpgm", "other": "salu"}
+CAUSES = ("dependency", "vmcnt", "lgkmcnt", "barrier", "mfma_busy", "valu_busy", "lds_busy", "vmem_busy",
+          "issue", "nop")
+
+
+def _rows(regs) -> tuple:
+    return tuple(sorted(n + (AOFF if f == "a" else 0) for f, n in regs if f in ("v", "a")))
+
+
+def _reg_rows(op) -> tuple:
+    op = op.base if isinstance(op, Mod) else op
+    if isinstance(op, Reg) and op.file in "va":
+        b = op.index + (AOFF if op.file == "a" else 0)
+        return tuple(range(b, b + getattr(op, "count", 1)))
+    return ()
+
+
+@dataclass
+class Static:
+    """Per-instruction facts of a program the model needs (computed once per program)."""
+    kind: list
+    issue: list
+    passes: list
+    reads: list
+    writes: list
+    chain_c: list          # MFMA: rows of src C (skipped for the readiness check when C == D)
+    wait: list             # s_waitcnt: (vm, lgkm) or None
+    nops: list
+    prio: list
+
+    @classmethod
+    def of(cls, program, p) -> "Static":
+        st = cls([], [], [], [], [], [], [], [], [])
+        for inst in program.insts:
+            k = KINDS.get(classify(inst), "salu")
+            st.kind.append(k)
+            st.issue.append({"mfma": 4, "valu": 4, "trans": p.trans_cycles, "ds": 4, "vmem": 4}.get(k, 1))
+            st.passes.append((inst.passes or 8) if k == "mfma" else 0)
+            st.reads.append(_rows(inst.reads))
+            st.writes.append(_rows(inst.writes))
+            c = ()
+            if k == "mfma" and len(inst.operands) >= 4 and _reg_rows(inst.operands[3]) == _reg_rows(inst.operands[0]):
+                c = _reg_rows(inst.operands[3])
+            st.chain_c.append(frozenset(c))
+            w = None
+            if k == "waitcnt":
+                vm, lgkm = 63, 15
+                for op in inst.operands:
+                    wc = op if isinstance(op, Waitcnt) else (Waitcnt.from_simm16(op.value) if isinstance(op, Imm)
+                                                            and isinstance(op.value, int) else None)
+                    if wc is not None:
+                        vm = 63 if wc.vmcnt is None else wc.vmcnt
+                        lgkm = 15 if wc.lgkmcnt is None else wc.lgkmcnt
+                w = (vm, lgkm)
+            st.wait.append(w)
+            st.nops.append(nop_wait_states(inst) if k == "nop" else 0)
+            pr = 0
+            if k == "setprio":
+                pr = next((op.value for op in inst.operands if isinstance(op, Imm)), 0)
+            st.prio.append(int(pr))
+        return st
+
+
+@dataclass
+class Wave:
+    wid: int
+    wg: int
+    simd: int
+    pc: object            # instruction indices (numpy int32)
+    cost: object          # DS cycles / VMEM bytes per executed instruction
+    lines: object
+    start: int = 0
+    i: int = 0
+    t_next: int = 0
+    prio: int = 0
+    ready: dict = field(default_factory=dict)
+    vm: list = field(default_factory=list)        # completion cycles, in issue order
+    lgkm: list = field(default_factory=list)      # (completion, is_smem)
+    done: bool = False
+    end: int = 0
+    drain: float = 0      # last cycle any of its MFMAs or memory operations completes
+
+
+@dataclass
+class CUResult:
+    cycles: int                       # last wave's end
+    wg_end: list                      # per workgroup: cycle its last wave ended
+    wg_start: list
+    busy: dict                        # per SIMD: {"mfma": cycles, "valu": cycles}
+    stalls: dict                      # instruction index -> {cause: cycles, "issued": n}
+    idle: dict                        # per SIMD idle-by-cause (cycles no instruction issued)
+
+
+def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts: list | None = None) -> CUResult:
+    """Run workgroups (each a list of wave streams) concurrently on one CU; `simd_of[g][k]` is the
+    SIMD of wave k of workgroup g; `starts[g]` its dispatch cycle."""
+    waves: list[Wave] = []
+    wg_waves: list[list[int]] = []
+    for g, wg in enumerate(workgroups):
+        ids = []
+        for k, s in enumerate(wg):
+            w = Wave(len(waves), g, simd_of[g][k], s["pc"], s["cost"], s["lines"])
+            w.start = w.t_next = (starts[g] if starts else 0)
+            ids.append(w.wid)
+            waves.append(w)
+        wg_waves.append(ids)
+    K, ISS, PAS, RD, WR, CH, WT, NOP, PR = (static.kind, static.issue, static.passes, static.reads, static.writes,
+                                             static.chain_c, static.wait, static.nops, static.prio)
+    nsimd = 4
+    port = [{"mfma": 0, "valu": 0, "salu": 0, "branch": 0} for _ in range(nsimd)]
+    lds_free = 0
+    vm_free = 0.0
+    vm_cyc_per_byte = 1.0 / p.cu_bytes_per_clk
+    busy = [{"mfma": 0, "valu": 0} for _ in range(nsimd)]
+    stalls: dict = {}
+    bar_arrived: dict = {}
+    heap = []
+
+    def candidate(w: Wave):
+        """(cycle, cause) the wave's next instruction can issue at; cause = what held it longest."""
+        i = int(w.pc[w.i])
+        k = K[i]
+        t, cause = w.t_next, "issue"
+        rd = w.ready
+        if rd and k in ("valu", "trans", "mfma", "ds", "vmem"):
+            ch = CH[i]
+            for r in RD[i]:
+                tr = rd.get(r)
+                if tr is not None and tr > t and r not in ch:
+                    t, cause = tr, "dependency"
+        if k == "waitcnt":
+            vmn, lgn = WT[i]
+            q = w.vm
+            if len(q) > vmn:
+                tq = q[len(q) - vmn - 1]
+                if tq > t:
+                    t, cause = tq, "vmcnt"
+            q = w.lgkm
+            if q:
+                need = q if lgn == 0 else q[:max(0, len(q) - lgn)]
+                for tq, _ in need:
+                    if tq > t:
+                        t, cause = tq, "lgkmcnt"
+        pt = port[w.simd]
+        if k == "mfma":
+            if pt["mfma"] > t:
+                t, cause = pt["mfma"], "mfma_busy"
+            if pt["valu"] > t:
+                t, cause = pt["valu"], "valu_busy"
+        elif k in ("valu", "trans"):
+            if pt["valu"] > t:
+                t, cause = pt["valu"], "valu_busy"
+        elif k == "ds":
+            if lds_free > t:
+                t, cause = lds_free, "lds_busy"
+        elif k == "vmem":
+            if vm_free > t:
+                t, cause = int(vm_free + 0.999), "vmem_busy"
+        elif k in ("salu", "smem", "nop", "waitcnt", "setprio", "barrier", "endpgm"):
+            if pt["salu"] > t:
+                t, cause = pt["salu"], "issue"
+        elif k == "branch":
+            if pt["branch"] > t:
+                t, cause = pt["branch"], "issue"
+        return t, cause
+
+    for w in waves:
+        t, _ = candidate(w)
+        heapq.heappush(heap, (t, 0, w.wg, w.wid))
+    last_issue = [0] * len(waves)
+    while heap:
+        t0, _, _, wid = heapq.heappop(heap)
+        w = waves[wid]
+        t, cause = candidate(w)
+        if t > t0:
+            heapq.heappush(heap, (t, -w.prio, w.wg, wid))
+            continue
+        i = int(w.pc[w.i])
+        k = K[i]
+        stall = t - last_issue[wid] - (ISS[int(w.pc[w.i - 1])] if w.i else 0) if w.i else t - w.start
+        row = stalls.get(i)
+        if row is None:
+            row = stalls[i] = dict.fromkeys(CAUSES, 0) | {"issued": 0}
+        row["issued"] += 1
+        if stall > 0:
+            row[cause] += stall
+        last_issue[wid] = t
+        pt = port[w.simd]
+        nxt = t + ISS[i]
+        if k == "mfma":
+            dur = PAS[i] * 4
+            pt["mfma"] = t + dur
+            pt["valu"] = max(pt["valu"], t + 4)
+            busy[w.simd]["mfma"] += dur
+            w.drain = max(w.drain, t + dur)
+            for r in WR[i]:
+                w.ready[r] = t + dur + p.mfma_writeback
+        elif k in ("valu", "trans"):
+            pt["valu"] = t + ISS[i]
+            busy[w.simd]["valu"] += ISS[i]
+            if k == "trans":
+                for r in WR[i]:
+                    w.ready[r] = t + ISS[i] + p.trans_latency
+        elif k == "ds":
+            c = int(w.cost[w.i]) or 1
+            lds_free = t + c
+            w.lgkm.append((t + c + p.lds_latency, False))
+            w.drain = max(w.drain, t + c + p.lds_latency)
+        elif k == "vmem":
+            nbytes = int(w.lines[w.i]) * 128
+            vm_free = max(vm_free, t) + nbytes * vm_cyc_per_byte
+            done = int(vm_free) + p.vmem_latency
+            if w.vm and w.vm[-1] > done:
+                done = w.vm[-1]
+            w.vm.append(done)
+            w.drain = max(w.drain, done)
+        elif k == "smem":
+            w.lgkm.append((t + p.smem_latency, True))
+            pt["salu"] = t + 1
+        elif k == "waitcnt":
+            vmn, lgn = WT[i]
+            if len(w.vm) > vmn:
+                del w.vm[:len(w.vm) - vmn]
+            if w.lgkm:
+                w.lgkm = [] if lgn == 0 else [e for e in w.lgkm[max(0, len(w.lgkm) - lgn):]]
+        elif k == "nop":
+            nxt = t + NOP[i]
+        elif k == "setprio":
+            w.prio = PR[i]
+        elif k == "branch":
+            pt["branch"] = t + 1
+            if w.i + 1 < len(w.pc) and int(w.pc[w.i + 1]) != i + 1:
+                nxt = t + p.taken_branch
+        elif k in ("salu",):
+            pt["salu"] = t + 1
+        w.i += 1
+        w.t_next = nxt
+        if k == "endpgm" or w.i >= len(w.pc):
+            w.done, w.end = True, int(max(nxt, w.drain))
+            continue
+        if k == "barrier":
+            arr = bar_arrived.setdefault(w.wg, [])
+            arr.append(wid)
+            live = [x for x in wg_waves[w.wg] if not waves[x].done]
+            if len(arr) >= len(live):
+                rel = max(waves[x].t_next for x in arr) + p.barrier_cycles
+                for x in arr:
+                    waves[x].t_next = rel
+                    heapq.heappush(heap, (rel, -waves[x].prio, waves[x].wg, x))
+                bar_arrived[w.wg] = []
+            continue
+        tn, _ = candidate(w)
+        heapq.heappush(heap, (tn, -w.prio, w.wg, wid))
+    wg_end = [max(waves[x].end for x in ids) for ids in wg_waves]
+    total = max(wg_end) if wg_end else 0
+    return CUResult(total, wg_end, [starts[g] if starts else 0 for g in range(len(workgroups))],
+                    {s: busy[s] for s in range(nsimd)}, stalls, {})

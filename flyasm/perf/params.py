@@ -1,0 +1,54 @@
+"""Every number of the timing model: documented figures (with their source) and fitted ones.
+
+Fitted values are set by perf.calibrate on aiter's measured MI355X rows (../shared/aiter/measured)
+and stored in params.json beside this file; `FITTED` names them. Nothing here is per kernel."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+FITTED = ("launch_us", "vmem_latency", "cu_bytes_per_clk", "clock_derate")
+STORE = Path(__file__).with_name("params.json")
+
+
+@dataclass(frozen=True)
+class Params:
+    # ---- documented -------------------------------------------------------------------------
+    clock_ghz: float = 2.4          # MI355X peak engine clock (AMD Instinct MI355X data sheet, 2025)
+    n_cu: int = 256                 # MI355X compute units (same data sheet)
+    hbm_tb_s: float = 8.0           # MI355X HBM3E bandwidth, 8 TB/s (same data sheet)
+    # MFMA passes come from isa_tables (LLVM SISchedule.td SIDPGFX950FullSpeedModel), one pass =
+    # 4 cycles (notes §1.2); check: 256 CU x 4 SIMD x 32x32x16x2 flop / 32 cycles x 2.4 GHz =
+    # 2.52 PFLOPS, the data sheet's dense bf16 peak.
+    lds_bytes_per_clk: int = 256    # 64 banks x 4 bytes (CDNA4 ISA §11.1; notes §1.3)
+    # ---- assumptions (not fitted; printed with every prediction) ---------------------------------
+    trans_cycles: int = 16          # TRANS issue = quarter rate (GCN convention; report.model's value)
+    trans_latency: int = 4          # extra cycles before a TRANS result can be read (notes §4 row 14: 1 wait state)
+    mfma_writeback: int = 4         # cycles after the last pass before D can be read by non-MFMA
+    lds_latency: int = 64           # DS issue to data (report.model's LATENCY["ds"])
+    smem_latency: int = 200         # SMEM issue to data (report.model's LATENCY["smem"])
+    barrier_cycles: int = 1
+    taken_branch: int = 4           # refetch after a taken branch (one issue slot)
+    wg_stagger: int = 64            # cycles between dispatches of co-resident workgroups on a CU
+    l2_hit_bytes_per_clk: float = 2048.0   # device L2 bytes/cycle over all CUs (assumed; 16 channels x 128 B)
+    # ---- fitted -----------------------------------------------------------------------------
+    launch_us: float = 3.0          # launch + first-wave + last-write overhead of one dispatch
+    vmem_latency: int = 800         # VMEM issue to data at no load (cycles)
+    cu_bytes_per_clk: float = 64.0  # one CU's vector-memory port
+    clock_derate: float = 1.0       # sustained/peak clock under load (power management)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def with_(self, **kw) -> "Params":
+        return replace(self, **kw)
+
+
+def load() -> Params:
+    """The calibrated parameters (params.json when present, else the defaults above)."""
+    if STORE.exists():
+        d = json.loads(STORE.read_text())
+        names = {f.name for f in fields(Params)}
+        return Params(**{k: v for k, v in d.get("params", {}).items() if k in names})
+    return Params()

@@ -1,0 +1,147 @@
+"""The CU timing model on synthetic kernels whose answer is known by construction."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flyasm import Kernel, s, v
+from flyasm.emu import load_program
+from flyasm.perf import params as P
+from flyasm.perf.capture import capture
+from flyasm.perf.cu import Static, simulate
+from flyasm.perf.model import dispatch
+from flyasm.perf.trace import scale_loops
+
+PARAMS = P.Params()
+
+
+def _run(k: Kernel, block: int, simds=None, kernarg=b""):
+    co = k.build().co
+    tr = capture(co, 1, block, kernarg, cache=False)
+    prog = load_program(co)
+    simd_of = [simds or [i % 4 for i in range(len(tr.waves))]]
+    return simulate(prog, Static.of(prog, PARAMS), [tr.waves], simd_of, PARAMS), tr
+
+
+@pytest.mark.parametrize("name,passes", [("v_mfma_f32_32x32x16_bf16", 8), ("v_mfma_f32_16x16x32_bf16", 4)])
+@pytest.mark.parametrize("chain", [False, True])
+def test_n_mfmas_on_one_wave_take_n_passes_x4(name, passes, chain):
+    """Pass counts from the notes §1.2 table (32x32x16 bf16 = 8, 16x16x32 bf16 = 4), 4 cycles a pass;
+    independent MFMAs and a same-C accumulate chain both run back to back on the pipe."""
+    n = 6
+    k = Kernel("mf", block=64)
+    width = 16 if "32x32" in name else 4
+    for i in range(n):
+        base = 0 if chain else width * (i % 3)
+        acc = v[base:base + width - 1]
+        getattr(k, name)(acc, v[64:67], v[68:71], acc)
+    k.s_endpgm()
+    r, _ = _run(k, 64)
+    assert r.cycles == n * passes * 4
+    assert r.busy[0]["mfma"] == n * passes * 4
+
+
+def _mixed_kernel():
+    """Wave 0 runs 4 MFMAs (4 x 32 cycles), wave 1 runs 32 VALU adds (32 x 4 cycles)."""
+    k = Kernel("mix", block=128)
+    k.v_lshrrev_b32(v[1], 6, v[0])
+    k.s_nop(0)
+    k.v_readfirstlane_b32(s[8], v[1])
+    k.s_cmp_eq_u32(s[8], 0)
+    k.s_cbranch_scc1("mfma")
+    for i in range(32):
+        k.v_add_f32(v[2 + i % 8], 1.0, v[2 + i % 8])
+    k.s_endpgm()
+    k.label("mfma")
+    for _ in range(4):
+        k.v_mfma_f32_32x32x16_bf16(v[16:31], v[64:67], v[68:71], v[16:31])
+    k.s_endpgm()
+    return k
+
+
+def test_two_waves_on_one_simd_overlap_valu_and_mfma():
+    k = _mixed_kernel()
+    alone, _ = _run(k, 128, simds=[0, 1])
+    shared, _ = _run(k, 128, simds=[0, 0])
+    work = 4 * 32                                   # each wave alone needs 128 cycles of its pipe
+    assert work <= alone.cycles < work + 40         # + the short prologue
+    # one SIMD: the VALU adds issue in the MFMAs' shadow; only each MFMA's 4 issue cycles collide
+    assert shared.cycles < 2 * work
+    assert shared.cycles >= alone.cycles
+    assert shared.busy[0]["mfma"] == work and shared.busy[0]["valu"] >= 32 * 4
+
+
+def _lds_kernel(stride: int, n: int):
+    k = Kernel("lds", block=64, lds=64 * 1024)
+    k.v_and_b32(v[1], 63, v[0])
+    k.v_mul_u32_u24(v[1], stride, v[1])
+    for i in range(n):
+        k.ds_read_b32(v[2 + i], v[1])
+    k.s_waitcnt(lgkmcnt=0)
+    k.s_endpgm()
+    return k
+
+
+def test_bank_conflicted_ds_reads_cost_their_conflict_cycles():
+    """Stride 4 bytes: 64 lanes in 64 banks, 1 cycle each; stride 256: all lanes in bank 0, 64
+    cycles each. With the LDS pipe the bottleneck the difference is exactly n x 64 - (4(n-1) + 1)
+    (conflict-free reads are issue-bound, one per 4 cycles)."""
+    n = 8
+    free, _ = _run(_lds_kernel(4, n), 64)
+    bad, _ = _run(_lds_kernel(256, n), 64)
+    assert bad.cycles - free.cycles == n * 64 - (4 * (n - 1) + 1)
+
+
+def test_barrier_holds_the_early_wave():
+    k = Kernel("bar", block=128)
+    k.v_lshrrev_b32(v[1], 6, v[0])
+    k.s_nop(0)
+    k.v_readfirstlane_b32(s[8], v[1])
+    k.s_cmp_eq_u32(s[8], 0)
+    k.s_cbranch_scc0("late")
+    for i in range(40):
+        k.v_add_f32(v[2 + i % 8], 1.0, v[2 + i % 8])
+    k.label("late")
+    k.s_barrier()
+    k.v_add_f32(v[2], 1.0, v[2])
+    k.s_endpgm()
+    r, tr = _run(k, 128, simds=[0, 1])
+    ends = r.wg_end[0]
+    assert ends >= 40 * 4                           # nobody leaves before wave 0's 40 adds reach the barrier
+    with_bar = r.stalls
+    insts = load_program(k.build().co).insts
+    bar = [i for i, ins in enumerate(insts) if ins.name == "s_barrier"][0]
+    assert with_bar[bar + 1]["barrier"] == 0 and with_bar[bar]["issued"] == 2
+
+
+def test_dispatch_rounds_and_tail():
+    d = np.full(1000, 10)
+    assert dispatch(d, 256) == 10 * 4                # ceil(1000 / 256) = 4 rounds
+    d = np.r_[np.full(256, 10), [50]]
+    assert dispatch(d, 256) == 60                    # the 257th waits for a free slot: a tail round
+    assert dispatch(np.array([7, 3]), 256) == 7
+
+
+def _loop_kernel():
+    k = Kernel("loop", block=64)
+    n = k.arg("n", "u32")
+    k.s_load_dword(s[8], k.kernarg_ptr, n.offset)
+    k.s_waitcnt(lgkmcnt=0)
+    k.label("top")
+    k.v_add_f32(v[2], 1.0, v[2])
+    k.v_mul_f32(v[3], 2.0, v[3])
+    k.s_sub_u32(s[8], s[8], 1)
+    k.s_cmp_lg_u32(s[8], 0)
+    k.s_cbranch_scc1("top")
+    k.s_endpgm()
+    return k
+
+
+def test_scale_loops_matches_the_longer_run():
+    import struct
+    k = _loop_kernel()
+    co = k.build().co
+    short = capture(co, 1, 64, struct.pack("<I", 6) + bytes(12), cache=False).waves[0]
+    long_ = capture(co, 1, 64, struct.pack("<I", 12) + bytes(12), cache=False).waves[0]
+    scaled = scale_loops(short, 2.0)
+    assert np.array_equal(scaled["pc"], long_["pc"])
