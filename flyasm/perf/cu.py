@@ -203,6 +203,8 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
         t, _ = candidate(w)
         heapq.heappush(heap, (t, 0, w.wg, w.wid))
     last_issue = [0] * len(waves)
+    simd_last = [-1] * nsimd
+    idle = [dict.fromkeys(CAUSES, 0) for _ in range(nsimd)]
     while heap:
         t0, _, _, wid = heapq.heappop(heap)
         w = waves[wid]
@@ -220,6 +222,10 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
         if stall > 0:
             row[cause] += stall
         last_issue[wid] = t
+        gap = t - simd_last[w.simd] - 1
+        if gap > 0:                      # no instruction issued on this SIMD: blame what held this one
+            idle[w.simd][cause] += gap
+        simd_last[w.simd] = max(simd_last[w.simd], t)
         pt = port[w.simd]
         nxt = t + ISS[i]
         if k == "mfma":
@@ -289,4 +295,4 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
     wg_end = [max(waves[x].end for x in ids) for ids in wg_waves]
     total = max(wg_end) if wg_end else 0
     return CUResult(total, wg_end, [starts[g] if starts else 0 for g in range(len(workgroups))],
-                    {s: busy[s] for s in range(nsimd)}, stalls, {})
+                    {s: busy[s] for s in range(nsimd)}, stalls, {s: idle[s] for s in range(nsimd)})

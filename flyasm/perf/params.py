@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-FITTED = ("launch_us", "vmem_latency", "cu_bytes_per_clk", "clock_derate")
+FITTED = ("launch_us", "clock_derate", "hbm_efficiency")
 STORE = Path(__file__).with_name("params.json")
 
 
@@ -33,10 +33,12 @@ class Params:
     wg_stagger: int = 64            # cycles between dispatches of co-resident workgroups on a CU
     l2_hit_bytes_per_clk: float = 2048.0   # device L2 bytes/cycle over all CUs (assumed; 16 channels x 128 B)
     # ---- fitted -----------------------------------------------------------------------------
+    vmem_latency: int = 800         # VMEM issue to data at no load (cycles; ~330 ns, HBM-miss order)
+    cu_bytes_per_clk: float = 64.0  # one CU's vector-memory port (64 B/clk, the GCN/CDNA L1 fill rate)
+    # ---- fitted (perf.calibrate) ------------------------------------------------------------
     launch_us: float = 3.0          # launch + first-wave + last-write overhead of one dispatch
-    vmem_latency: int = 800         # VMEM issue to data at no load (cycles)
-    cu_bytes_per_clk: float = 64.0  # one CU's vector-memory port
-    clock_derate: float = 1.0       # sustained/peak clock under load (power management)
+    clock_derate: float = 1.0       # sustained / peak clock under load (power management)
+    hbm_efficiency: float = 0.8     # achievable / peak HBM bandwidth
 
     def to_dict(self) -> dict:
         return asdict(self)
