@@ -317,6 +317,26 @@ def emu(co, grid, block, args, outs, kernel, lds, trace, seed, no_progress):
                 echo=click.echo)
 
 
+@main.command()
+@click.argument("co", type=click.Path(dir_okay=False))
+@click.option("--grid", required=True, metavar="X[,Y[,Z]]", help="Workgroups per dimension (HIP's gridDim).")
+@click.option("--block", required=True, metavar="X[,Y[,Z]]", help="Work-items per workgroup.")
+@click.option("--arg", "args", multiple=True, metavar="[NAME=]VALUE",
+              help="A kernel argument as for `flyasm emu` (@file.npy, zeros:SHAPExDTYPE, a number).")
+@click.option("--kernarg", default=None, metavar="HEX|@FILE", help="Raw kernarg bytes instead of --arg.")
+@click.option("--buffer", "buffers", multiple=True, metavar="OFFSET=NBYTES",
+              help="With --kernarg: a device buffer of NBYTES whose address goes at byte OFFSET.")
+@click.option("--kernel", default=None, help="Kernel name when the code object holds several.")
+@click.option("--flops", type=float, default=None, help="FLOPs of the launch, for TFLOPS.")
+@click.option("--top", type=int, default=15, help="Rows of the stall table.")
+@handles_errors
+def perf(co, grid, block, args, kernarg, buffers, kernel, flops, top):
+    """Predict a launch's time on MI355X: sampled workgroups run in the emulator, their executed
+    streams drive a cycle-level CU model, the grid is dispatched over 256 CUs (flyasm/perf)."""
+    from .perf import cli as perf_cli
+    perf_cli.run(co, grid, block, args, kernarg, buffers, kernel=kernel, flops=flops, top=top, echo=click.echo)
+
+
 # stats, diff, plan live with the reports (flyasm/report/cli.py).
 from .report.cli import register as _register_reports  # noqa: E402
 

@@ -1,4 +1,14 @@
 """Timing model of gfx950: emulator-recorded wave streams drive a cycle-level CU model.
 
-trace.py     record each wave's executed stream in the emulator (opt-in Machine recorder)
+trace.py      record each wave's executed stream in the emulator (opt-in Machine recorder)
+capture.py    run a launch's sampled workgroups with the recorder; cache streams by content
+cu.py         the cycle-level CU model (SIMDs, ports, MFMA pipe, LDS, VMEM, waits, barriers)
+model.py      samples -> workgroup durations -> dispatch over the device -> microseconds
+params.py     every constant: documented (cited), assumed (labelled) or fitted
+calibrate.py  fit the free constants on measured rows; error and rank statistics
+report.py     text report: time, TFLOPS, per-SIMD utilisation, stall table with .loc lines
+cli.py        `flyasm perf`
 """
+from .model import PerfError, Prediction, predict
+
+__all__ = ["predict", "Prediction", "PerfError"]

@@ -29,6 +29,7 @@ class Trace:
     workgroups: list
     waves: list = field(default_factory=list)
     touched_lines: int = 0
+    key: str = ""               # content key (the cache file name)
 
 
 def _dims(x):
@@ -66,14 +67,16 @@ def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgr
                                wgs, lds)).encode()).hexdigest()[:32]
     path = CACHE / f"{key}.pkl"
     if cache and path.exists():
-        return pickle.loads(path.read_bytes())
+        tr = pickle.loads(path.read_bytes())
+        tr.key = key
+        return tr
     padded = np.zeros((len(ka) + 64 + 255) // 256 * 256, np.uint8)
     padded[:len(ka)] = np.frombuffer(bytes(ka), np.uint8)
     kaddr = mem.alloc(padded.size, padded, "kernarg")
     mem.finalize()
     rec = Recorder()
     run_program(prog, g, b, kaddr, mem, lds=lds, recorder=rec, workgroups=wgs, hazards=None, races=False)
-    tr = Trace(co_hash, prog.name, g, b, wgs, touched_lines=len(rec.touched))
+    tr = Trace(co_hash, prog.name, g, b, wgs, touched_lines=len(rec.touched), key=key)
     wpg = -(-(b[0] * b[1] * b[2]) // 64)
     for s in rec.streams():
         s["wg"] = s["wave"] // wpg

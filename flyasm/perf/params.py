@@ -31,7 +31,8 @@ class Params:
     barrier_cycles: int = 1
     taken_branch: int = 4           # refetch after a taken branch (one issue slot)
     wg_stagger: int = 64            # cycles between dispatches of co-resident workgroups on a CU
-    l2_hit_bytes_per_clk: float = 2048.0   # device L2 bytes/cycle over all CUs (assumed; 16 channels x 128 B)
+    # device L2 bytes/cycle: 8 XCDs x 16 channels x 128 B/clk (CDNA3 white paper's L2; assumed for CDNA4)
+    l2_hit_bytes_per_clk: float = 16384.0
     # ---- fitted -----------------------------------------------------------------------------
     vmem_latency: int = 800         # VMEM issue to data at no load (cycles; ~330 ns, HBM-miss order)
     cu_bytes_per_clk: float = 64.0  # one CU's vector-memory port (64 B/clk, the GCN/CDNA L1 fill rate)

@@ -171,9 +171,13 @@ def scale_loops(stream: dict, factor: float) -> dict:
             continue
         iters = len(run) + 1                                  # the first iteration was entered by fall-through
         extra = int(round(iters * factor)) - iters
-        if extra > 0 and len(run) >= 2:
-            k = len(run) // 2
-            a, b = run[k - 1], run[k]                         # one whole middle iteration [a, b)
+        if extra > 0:
+            if len(run) >= 2:                                 # a whole middle iteration [a, b)
+                a, b = run[len(run) // 2 - 1], run[len(run) // 2]
+            else:                                             # the last iteration: head .. its exit branch
+                a = run[0]
+                out_of = np.flatnonzero((pc[a:] < head) | (pc[a:] > tail))
+                b = a + int(out_of[0]) if out_of.size else len(pc)
             pieces.append(slice(last, b))
             pieces.extend([slice(a, b)] * extra)
             last = b

@@ -1,0 +1,187 @@
+"""aiter's own host code for the measured rows: the fmha_v3_fwd kernarg bytes and grid (compiled once
+from ../shared/aiter/client, the same steps as its drop_in.sh, cached), and the GEMM KernelArgs
+packed from the launcher structs in aiter's csrc/py_itfs_cu/asm_gemm_a16w16.cu and
+asm_a8w8_blockscale_bpreshuffle.cu (read there; field order and 16-byte padding as in the structs).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "aiter"
+CACHE = Path(os.environ.get("FLYASM_CACHE", Path.home() / ".cache" / "flyasm")) / "aiter_host"
+
+
+def _cxx() -> str:
+    cands = sorted(Path("/usr/lib").glob("llvm-*/bin/clang++"), key=lambda p: int(p.parts[3].split("-")[1]))
+    return str(cands[-1]) if cands else (shutil.which("clang++") or shutil.which("g++") or "")
+
+
+def fmha_host(set_dir: Path = SHARED / "gfx950" / "fmha_v3_fwd") -> Path:
+    """aiter's host program (codegen + lookup + packing) for the kernel set in set_dir, built once."""
+    client = SHARED / "client"
+    key = hashlib.sha256((set_dir / "fmha_fwd.csv").read_bytes() + (client / "host.cpp").read_bytes()).hexdigest()[:16]
+    exe = CACHE / key / "host"
+    if exe.exists():
+        return exe
+    with tempfile.TemporaryDirectory() as tmp:
+        w = Path(tmp)
+        for arch in ("gfx942", "gfx950"):
+            (w / "hsa" / arch / "fmha_v3_fwd").mkdir(parents=True)
+        (w / "out").mkdir()
+        shutil.copy(client / "aiter_src/hsa/codegen.py", w / "hsa")
+        shutil.copy(client / "aiter_src/hsa/gfx942/fmha_v3_fwd/fmha_fwd.csv", w / "hsa/gfx942/fmha_v3_fwd")
+        shutil.copy(set_dir / "fmha_fwd.csv", w / "hsa/gfx950/fmha_v3_fwd")
+        env = dict(os.environ, AITER_GPU_ARCHS="gfx950")
+        subprocess.run(["python3", "-W", "ignore", "hsa/codegen.py", "-m", "fmha_v3_fwd", "-o", str(w / "out")],
+                       cwd=w, env=env, check=True, capture_output=True)
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([_cxx(), "-std=c++17", "-w", f"-I{w / 'out'}", f"-I{client}", str(client / "host.cpp"),
+                        "-o", str(exe)], check=True, capture_output=True)
+    return exe
+
+
+def fmha_pack(set_dir: Path = SHARED / "gfx950" / "fmha_v3_fwd", **kv) -> dict:
+    """aiter's answer for one fmha_v3_fwd call: knl_name, co_name, ts_qo, grid, kernarg bytes."""
+    out = subprocess.run([str(fmha_host(Path(set_dir))), "pack", *[f"{k}={v}" for k, v in kv.items()]],
+                         check=True, capture_output=True, text=True).stdout
+    d = json.loads(out)
+    d["kernarg"] = bytes.fromhex(d.pop("kernarg_hex"))
+    return d
+
+
+def _struct(fields) -> bytes:
+    """aiter's packed KernelArgs: each field padded to 16 bytes (p2 after a pointer, p3 after a 4-byte value)."""
+    import struct
+    out = b""
+    for kind, val in fields:
+        out += struct.pack({"ptr": "<Q", "u32": "<I", "f32": "<f"}[kind], val)
+        out += bytes(16 - {"ptr": 8, "u32": 4, "f32": 4}[kind])
+    return out
+
+
+def bf16gemm_launch(M: int, N: int, K: int, split: int, tile_m: int, tile_n: int = 64):
+    """(grid, block, buffers, kernarg(addrs)) of asm_gemm_a16w16.cu for an fp32 output (is_out_b16=0),
+    no bias: A [M, K] bf16, B [N, K] bf16 ('tn'), D [M, N] f32, and with split-K a zeroed
+    semaphore of one u32 per output tile (aiter passes one when split > 1)."""
+    import numpy as np
+    grid = (-(-N // tile_n), -(-M // tile_m), split)
+    bufs = {"A": M * K * 2, "B": N * K * 2, "D": M * N * 4, "sem": np.zeros(grid[0] * grid[1] + 64, np.uint32)}
+
+    def ka(a):
+        return _struct([("ptr", a["D"]), ("ptr", 0), ("ptr", a["A"]), ("ptr", a["B"]), ("f32", 1.0), ("f32", 0.0),
+                        ("u32", N * 4), ("u32", 0), ("u32", N * 4), ("u32", 0), ("u32", K * 2), ("u32", 0),
+                        ("u32", K * 2), ("u32", 0), ("u32", M), ("u32", N), ("u32", K), ("u32", split),
+                        ("u32", 0), ("ptr", 0), ("u32", 0), ("ptr", a["sem"] if split > 1 else 0)])
+    return grid, 256, bufs, ka
+
+
+def fp8gemm_launch(M: int, N: int, K: int, split: int, tile_m: int, tile_n: int = 128):
+    """(grid, block, buffers, kernarg(addrs)) of asm_a8w8_blockscale_bpreshuffle.cu: A [M, K] fp8,
+    B [N, K] fp8 (pre-shuffled, same bytes), C [M, N] bf16, scales per 1x128 (A) and 128x128 (B)
+    blocks in f32, a zero bias of N f32."""
+    sm, sn, sk = M, -(-N // 128), -(-K // 128)
+    grid = ((N // tile_n) * split, -(-M // tile_m), 1)
+    bufs = {"A": M * K, "B": N * K, "C": M * N * 2, "sa": sm * sk * 4, "sb": sn * sk * 4, "bias": N * 4}
+
+    def ka(a):
+        return _struct([("ptr", a["C"]), ("ptr", a["A"]), ("ptr", a["B"]), ("ptr", a["sa"]), ("ptr", a["sb"]),
+                        ("ptr", a["bias"]), ("u32", M), ("u32", N), ("u32", K), ("u32", K), ("u32", K),
+                        ("u32", N * 2), ("u32", split), ("u32", sm), ("u32", sn), ("u32", sk)])
+    return grid, 256, bufs, ka
+
+
+# ---- measured rows -> launches -------------------------------------------------------------------
+TRACE_SEQLEN = 1024      # attention streams are recorded at this seqlen (batch 1, one head), loops scaled up
+TRACE_K_ITERS = 8        # GEMM streams are recorded with 8 K-steps per split, loops scaled up
+
+
+def co_index(dirs) -> dict:
+    """{symbol or file name: (path, manifest row or None)} from the manifests (knl_name, co_name) and
+    the .co files under dirs."""
+    import csv
+    idx: dict = {}
+    for d in dirs:
+        d = Path(d)
+        for co in d.rglob("*.co"):
+            idx.setdefault(co.name, (co, None))
+        for man in d.rglob("*.csv"):
+            with open(man) as f:
+                for row in csv.DictReader(f):
+                    if row.get("knl_name") and row.get("co_name"):
+                        path = man.parent / row["co_name"]
+                        if path.exists():
+                            idx[row["knl_name"]] = (path, row)
+                            idx.setdefault(row["co_name"], (path, row))
+    return idx
+
+
+def table_kind(columns) -> str | None:
+    cols = set(columns)
+    if {"seqlen_q", "seqlen_k", "nhead_q", "hdim_q"} <= cols:
+        return "fmha"
+    if {"M", "N", "K", "splitK", "kernelName", "us"} <= cols:
+        return "gemm"
+    return None
+
+
+def row_launch(kind: str, row: dict, idx: dict) -> dict:
+    """Everything perf.predict needs for one measured row (raises LookupError naming what is missing)."""
+    if kind == "fmha":
+        return _fmha_row(row, idx)
+    name = row["kernelName"]
+    if name not in idx:
+        raise LookupError(f"no code object holds kernel {name}")
+    path, man = idx[name]
+    M, N, K, split = int(row["M"]), int(row["N"]), int(row["K"]), max(1, int(row["splitK"]))
+    if "blockscale" in name:
+        tm, tn, kb = int(man["tile_m"]), int(man["tile_n"]), 128
+        launch = fp8gemm_launch
+        dram = M * K + N * K + M * N * 2
+    else:
+        tm, tn, kb = int(man["tileM"]), int(man["tileN"]), int(man.get("subK") or 64)
+        launch = bf16gemm_launch
+        dram = 2 * (M * K + N * K) + M * N * 4
+    grid, block, _, _ = launch(M, N, K, split, tm, tn)
+    kt = K if K <= split * kb * TRACE_K_ITERS else split * kb * TRACE_K_ITERS
+    tgrid, _, bufs, ka = launch(min(M, tm), N, kt, split, tm, tn)
+    return dict(co=path.read_bytes(), kernel=name, grid=grid, block=block, trace_grid=tgrid, kernarg=ka, buffers=bufs,
+                loop_scale=K / kt, dram_bytes=dram, flops=2.0 * M * N * K, group=f"K{K}")
+
+
+def _fmha_row(row: dict, idx: dict) -> dict:
+    co_name = row.get("co_name") or ""
+    name = row.get("kernelName") or ""
+    hit = idx.get(co_name) or idx.get(name)
+    if hit is None:
+        raise LookupError(f"no code object {co_name or name}")
+    path = hit[0]
+    set_dir = path.parent
+    b, hq, hk = int(row["batch"]), int(row["nhead_q"]), int(row["nhead_k"])
+    sq, sk, d, dv = int(row["seqlen_q"]), int(row["seqlen_k"]), int(row["hdim_q"]), int(row["hdim_v"])
+    mask = int(row["mask"])
+    dtype = row.get("dtype", "bf16")
+    common = dict(dtype=dtype, hdim_q=d, hdim_v=dv, mask_type=mask)
+    full = fmha_pack(set_dir, batch=b, nhead_q=hq, nhead_k=hk, seqlen_q=sq, seqlen_k=sk, **common)
+    s0q, s0k = min(sq, TRACE_SEQLEN), min(sk, TRACE_SEQLEN)
+    small = fmha_pack(set_dir, batch=1, nhead_q=1, nhead_k=1, seqlen_q=s0q, seqlen_k=s0k, **common)
+    esz = 2
+    bufs = {"q": s0q * d * esz, "k": s0k * d * esz, "v": s0k * dv * esz, "o": s0q * dv * esz, "lse": s0q * 4}
+
+    def ka(a):
+        return fmha_pack(set_dir, batch=1, nhead_q=1, nhead_k=1, seqlen_q=s0q, seqlen_k=s0k, **common, **a)["kernarg"]
+    ts = int(full.get("ts_qo") or 256)
+    if mask:        # causal: a workgroup's key blocks total (tiles + 1) per pair, whatever its position
+        scale = (sq / ts + 1) / (s0q / ts + 1)
+    else:
+        scale = sk / s0k
+    flops = 2.0 * b * hq * sq * sk * (d + dv) * (0.5 if mask else 1.0)
+    dram = esz * (b * sq * hq * (d + dv) + b * sk * hk * (d + dv)) + 4 * b * hq * sq
+    return dict(co=path.read_bytes(), kernel=full["knl_name"], grid=tuple(full["grid"]), block=512,
+                trace_grid=tuple(small["grid"]), kernarg=ka, buffers=bufs, loop_scale=scale, dram_bytes=dram,
+                flops=flops, group=f"s{sq}")

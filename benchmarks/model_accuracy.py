@@ -1,0 +1,165 @@
+"""How well does `flyasm perf` predict measured kernel times?
+
+    python3 benchmarks/model_accuracy.py DIR_OR_CSV [...] [--co-dir DIR ...] [--write-params] [--limit N]
+
+Reads aiter-style measured tables (GEMM tuning tables: gfx=gfx950, cu_num=256, libtype=asm rows;
+attention tables with kernelName,co_name,dtype,hdim_q,hdim_v,mask,mode,batch,nhead_q,nhead_k,
+seqlen_q,seqlen_k,us), finds each row's code object by kernelName / co_name under
+../shared/aiter/gfx950 and every --co-dir, predicts it (perf.model: emulator streams of sampled
+workgroups -> CU model -> dispatch over 256 CUs) and fits the few free constants
+(perf.params.FITTED) on measured rows, one set for all tables. Prints, per table and overall:
+median and p90 of |pred - meas| / meas, Spearman rank correlation, the five worst rows; for
+  * training (fit on every row),
+  * held out (fit on even rows, score odd rows, and the reverse),
+  * attention cross-validation over seqlen (fit on all GEMM rows + two seqlens, score the third).
+Exit 0 when every row was predicted; a row that cannot be predicted is an error naming it.
+--write-params stores the all-rows fit in flyasm/perf/params.json (what `flyasm perf` uses).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import aiter_launch as AL  # noqa: E402
+from flyasm.perf import calibrate as C  # noqa: E402
+from flyasm.perf import params as P  # noqa: E402
+from flyasm.perf.capture import CACHE, capture  # noqa: E402
+from flyasm.perf.model import _samples, simulate_grid  # noqa: E402
+
+ROWS_CACHE = CACHE.parent / "perf_rows.json"
+
+
+def read_tables(paths) -> list[tuple[str, str, dict]]:
+    import pandas as pd
+    files = []
+    for p in map(Path, paths):
+        files += sorted(p.glob("*.csv")) if p.is_dir() else [p]
+    out = []
+    for f in files:
+        df = pd.read_csv(f)
+        kind = AL.table_kind(df.columns)
+        if kind is None:
+            continue
+        if kind == "gemm":
+            df = df[(df["gfx"] == "gfx950") & (df["cu_num"] == 256) & (df["libtype"] == "asm")]
+        for i, r in df.iterrows():
+            out.append((f.stem, kind, {**r.to_dict(), "_row": int(i)}))
+    return out
+
+
+def row_name(table, kind, r) -> str:
+    if kind == "fmha":
+        return (f"{table}:{r['_row']} {r['co_name']} b{r['batch']} h{r['nhead_q']}/{r['nhead_k']} "
+                f"s{r['seqlen_q']}")
+    return f"{table}:{r['_row']} {r['kernelName'].replace('_ZN5aiter', '')[:48]} M{r['M']} N{r['N']} K{r['K']} sk{r['splitK']}"
+
+
+def simulate_row(L: dict, p: P.Params, cache: dict) -> int:
+    kah = L["kernarg"] if isinstance(L["kernarg"], bytes) else None
+    key = hashlib.sha256(repr((hashlib.sha256(L["co"]).hexdigest(), L["kernel"], L["grid"], L["trace_grid"],
+                               L["loop_scale"], kah, sorted((k, v if isinstance(v, int) else v.nbytes)
+                                                            for k, v in L["buffers"].items()),
+                               P.Params().with_(**{n: 0 for n in P.FITTED}))).encode()).hexdigest()
+    if key in cache:
+        return cache[key]
+    samples = _samples(L["trace_grid"])
+    tr = capture(L["co"], L["trace_grid"], L["block"], L["kernarg"], L["buffers"], workgroups=samples,
+                 kernel=L["kernel"])
+    run = simulate_grid(L["co"], L["kernel"], tr, samples, tuple(L["trace_grid"]), tuple(L["grid"]) + (1,) * (3 - len(L["grid"])),
+                        L["block"], L["loop_scale"], p)
+    cache[key] = run.cycles
+    return run.cycles
+
+
+def report(title: str, rows, pred) -> bool:
+    print(f"\n== {title}")
+    tables = sorted({r.table for r in rows})
+    print(f"{'table':<44}{'rows':>5}{'median':>9}{'p90':>9}{'spearman':>10}")
+    for t in tables + ["ALL"]:
+        sel = [i for i, r in enumerate(rows) if t == "ALL" or r.table == t]
+        s = C.score([rows[i] for i in sel], pred[sel])
+        print(f"{t:<44}{s['n']:>5}{s['median']:>9.1%}{s['p90']:>9.1%}{s['spearman']:>10.3f}")
+    s = C.score(rows, pred)
+    print("worst rows (measured us, predicted us, error):")
+    for name, m, pr, e in s["worst"]:
+        print(f"  {name:<80} {m:9.2f} {pr:9.2f} {e:7.1%}")
+    return True
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("tables", nargs="+")
+    ap.add_argument("--co-dir", action="append", default=[])
+    ap.add_argument("--write-params", action="store_true")
+    ap.add_argument("--limit", type=int, default=0, help="first N rows of each table only (smoke runs)")
+    a = ap.parse_args(argv)
+    dirs = [AL.SHARED / "gfx950", *a.co_dir]
+    idx = AL.co_index([d for d in dirs if Path(d).exists()])
+    entries = read_tables(a.tables)
+    if a.limit:
+        seen: dict = {}
+        entries = [e for e in entries if seen.setdefault(e[0], []).append(1) or len(seen[e[0]]) <= a.limit]
+    if not entries:
+        print("no measured rows found in " + ", ".join(a.tables), file=sys.stderr)
+        return 2
+    cache = json.loads(ROWS_CACHE.read_text()) if ROWS_CACHE.exists() else {}
+    base = P.Params()
+    rows: list[C.Row] = []
+    t0 = time.time()
+    for table, kind, r in entries:
+        name = row_name(table, kind, r)
+        try:
+            L = AL.row_launch(kind, r, idx)
+            cycles = simulate_row(L, base, cache)
+        except Exception as e:          # noqa: BLE001 — name the row, say why, stop
+            print(f"error: row {name} cannot be predicted: {type(e).__name__}: {e}", file=sys.stderr)
+            ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+            ROWS_CACHE.write_text(json.dumps(cache))
+            return 1
+        rows.append(C.Row(name, table, cycles, L["dram_bytes"], float(r["us"]), L["group"] if kind == "fmha" else ""))
+    ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    ROWS_CACHE.write_text(json.dumps(cache))
+    print(f"{len(rows)} rows simulated in {time.time() - t0:.0f} s")
+    fitted = C.fit(rows, base)
+    print("fitted: " + ", ".join(f"{n} = {getattr(fitted, n):.4g}" for n in P.FITTED))
+    report("training: fit on all rows, scored on the same rows", rows, C.predict_us(rows, fitted))
+    pred = np.zeros(len(rows))
+    for half in (0, 1):
+        train = [r for i, r in enumerate(rows) if i % 2 == half]
+        pf = C.fit(train, base)
+        for i, r in enumerate(rows):
+            if i % 2 != half:
+                pred[i] = C.predict_us([r], pf)[0]
+    report("held out: fit on even rows -> score odd rows, and the reverse", rows, pred)
+    groups = sorted({r.group for r in rows if r.group})
+    if len(groups) >= 2:
+        att = [r for r in rows if r.group]
+        cv = np.zeros(len(att))
+        for g in groups:
+            train = [r for r in rows if r.group != g]
+            pf = C.fit(train, base)
+            for i, r in enumerate(att):
+                if r.group == g:
+                    cv[i] = C.predict_us([r], pf)[0]
+                    print(f"  cv {g}: fitted " + ", ".join(f"{n}={getattr(pf, n):.3g}" for n in P.FITTED)) \
+                        if i == min(j for j, x in enumerate(att) if x.group == g) else None
+        report("attention cross-validation over seqlen: fit on GEMMs + two seqlens, score the third", att, cv)
+    if a.write_params:
+        P.STORE.write_text(json.dumps({"params": {n: getattr(fitted, n) for n in P.FITTED},
+                                       "fitted_on": [str(t) for t in a.tables], "rows": len(rows)}, indent=1) + "\n")
+        print(f"wrote {P.STORE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Fit the few free constants of the timing model on measured rows, and score predictions.
+
+A row is what the CU simulation gave (nominal-clock cycles, compulsory DRAM bytes) plus the
+measured microseconds. The free constants (params.FITTED: launch overhead, sustained clock
+fraction, achievable HBM fraction) enter after the simulation, so a fit never re-simulates. The
+objective is the sum of squared log(pred/meas): relative error, symmetric in over/under."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import params as P
+
+BOUNDS = {"launch_us": (0.0, 20.0), "clock_derate": (0.3, 1.2), "hbm_efficiency": (0.2, 1.0)}
+
+
+@dataclass
+class Row:
+    name: str            # how the row prints (table, kernel, shape)
+    table: str
+    cycles: float
+    dram_bytes: float
+    measured_us: float
+    group: str = ""      # e.g. the seqlen, for cross-validation
+
+
+def predict_us(rows, p: P.Params) -> np.ndarray:
+    cyc = np.array([r.cycles for r in rows], float)
+    dram = np.array([r.dram_bytes for r in rows], float)
+    return np.maximum(cyc / (p.clock_ghz * 1e3 * p.clock_derate), dram / (p.hbm_tb_s * 1e6 * p.hbm_efficiency)) \
+        + p.launch_us
+
+
+def fit(rows, base: P.Params | None = None) -> P.Params:
+    from scipy.optimize import minimize
+    base = base or P.Params()
+    meas = np.log([r.measured_us for r in rows])
+    names = list(P.FITTED)
+    lo = np.array([BOUNDS[n][0] for n in names])
+    hi = np.array([BOUNDS[n][1] for n in names])
+
+    def unpack(x):
+        return base.with_(**{n: float(v) for n, v in zip(names, np.clip(x, lo, hi))})
+
+    def loss(x):
+        return float(np.sum((np.log(predict_us(rows, unpack(x))) - meas) ** 2))
+
+    x0 = np.array([getattr(base, n) for n in names], float)
+    best = minimize(loss, x0, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-8, "maxiter": 4000})
+    return unpack(best.x)
+
+
+def score(rows, pred: np.ndarray) -> dict:
+    """median and 90th percentile of |pred - meas| / meas, Spearman rank correlation, worst rows."""
+    from scipy.stats import spearmanr
+    meas = np.array([r.measured_us for r in rows], float)
+    err = np.abs(pred - meas) / meas
+    rho = float(spearmanr(pred, meas).statistic) if len(rows) > 2 else float("nan")
+    worst = [(rows[i].name, float(meas[i]), float(pred[i]), float(err[i])) for i in np.argsort(-err)[:5]]
+    return {"n": len(rows), "median": float(np.median(err)), "p90": float(np.percentile(err, 90)),
+            "spearman": rho, "worst": worst}
