@@ -257,6 +257,42 @@ def build_set(kernel, out_dir, jobs, manifest, no_progress, no_check):
 
 
 @main.command()
+@click.argument("kernel", metavar="BUILDER.py[:GRID]")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Directory for the table (sweep_NAME_GRID.csv) and every variant's .co.")
+@click.option("--top", type=int, default=3, show_default=True,
+              help="Verify this many of the best clean variants in the strict emulator (the grid's verify()).")
+@click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: CPU count).")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+              help="Run build-and-model tasks on a Ray cluster (an address, 'auto', or 'local').")
+@click.option("--model", type=click.Choice(["static", "perf"]), default="static", show_default=True,
+              help="Timing model that ranks the variants.")
+@click.option("--cache", type=click.Path(file_okay=False), default=None,
+              help="Result cache directory (default: flyasm's cache dir /sweep).")
+@click.option("--seed", type=int, default=None, help="Seed of the verification inputs (default: fresh).")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@handles_errors
+def sweep(kernel, out_dir, top, jobs, ray_address, model, cache, seed, no_progress):
+    """Build every variant of a grid in parallel, check each, rank by a timing model, verify the best
+    TOP in the emulator against the builder's reference, and print the table (CSV with -o)."""
+    from .sweep import format_table, run_sweep
+    if jobs is not None and jobs < 1:
+        raise FlyasmError(f"-j takes a positive number of workers, not {jobs}", find_loc=False)
+    if top < 0:
+        raise FlyasmError(f"--top takes a number ≥ 0, not {top}", find_loc=False)
+    res = run_sweep(kernel, out_dir, top=top, jobs=jobs, ray_address=ray_address, model=model, cache=cache,
+                    progress=not no_progress, seed=seed)
+    click.echo(format_table(res.rows))
+    click.echo(f"{len(res.rows)} variants ({res.built} built, {len(res.rows) - res.built} from the cache; "
+               f"{res.verified_runs} emulator verifications run) in {res.wall_s:.1f} s. Ranked by the "
+               f"{res.model} model, a prediction, not a measurement:")
+    for a in res.assumptions:
+        click.echo(f"  - {a}")
+    if res.csv_path:
+        click.echo(str(res.csv_path))
+
+
+@main.command()
 @click.argument("src", type=click.Path(dir_okay=False))
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False),
               help="Output kernel file (default: NAME_kernel.py in the current directory).")
