@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
-sys.path.insert(0, str(KERNELS))
+sys.path[:0] = [str(ROOT), str(KERNELS)]      # this checkout's flyasm, then the kernels
 import fa_fwd  # noqa: E402
 
 SOURCES = [KERNELS]                    # what the variants are built from (the sweep cache key)
@@ -81,7 +81,6 @@ def verify(kernel, seed, dtype="bf16", causal=False, num_heads=64, num_kv_heads=
 def main(argv=None) -> int:
     import argparse
 
-    sys.path.insert(0, str(ROOT))
     from flyasm.sweep import run_sweep, table_rows
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=10, help="rows shown (and verified in the emulator) per mask")
