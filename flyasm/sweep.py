@@ -370,9 +370,12 @@ def run_sweep(spec: str, out_dir=None, *, top: int = 3, jobs: int | None = None,
     csv_path = None
     if out_dir is not None:
         out = Path(out_dir)
+        names = [r.co_name for r in rows]
         for r in ranked:
             co = cdir / f"{r.key}.co"
             if co.is_file() and r.co_name:
+                if names.count(r.co_name) > 1:      # levers that keep the kernel's name: one file each
+                    r.co_name = f"{Path(r.co_name).stem}_v{r.index}.co"
                 atomic_write(out / r.co_name, co.read_bytes())
         csv_path = out / f"sweep_{path.stem}_{grid}.csv"
         atomic_write(csv_path, table_csv(ranked))
@@ -395,7 +398,7 @@ def _store(cdir: Path, r: Row) -> None:
 
 
 # ---- the table ----------------------------------------------------------------------------------
-COLUMNS = ["rank", "default", "name", "instructions", "vgpr", "agpr", "sgpr", "lds", "check", "loop_cycles",
+COLUMNS = ["rank", "default", "name", "co", "instructions", "vgpr", "agpr", "sgpr", "lds", "check", "loop_cycles",
            "mfma_util", "pred_us", "pred_tflops", "verified", "max_err", "workload"]
 
 
@@ -420,7 +423,7 @@ def table_rows(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
         check = "ok" if r.check_ok else (f"error: {r.error}" if r.error else f"{r.findings} findings")
         err = r.verify.get("max_err")
         cells = [str(n)] + [_fmt(r.params.get(k)) for k in pkeys] + [
-            "*" if r.default else "", r.name, _fmt(r.instructions), _fmt(r.vgpr), _fmt(r.agpr), _fmt(r.sgpr),
+            "*" if r.default else "", r.name, r.co_name, _fmt(r.instructions), _fmt(r.vgpr), _fmt(r.agpr), _fmt(r.sgpr),
             _fmt(r.lds), check, _fmt(p.get("loop_cycles")),
             "" if p.get("mfma_util") is None else f"{100 * p['mfma_util']:.1f}%",
             _fmt(p.get("pred_us")), _fmt(p.get("pred_tflops")), r.verified,

@@ -117,7 +117,7 @@ def test_sweep_ranks_checks_verifies_and_caches(tmp_path):
     assert (fast.vgpr, fast.agpr, fast.lds) == (80, 0, 0) and fast.sgpr >= 11     # v79, s10 are the highest
     assert fast.instructions == 3 + 8 + 16 + 2 + 4 + 3 + 6
     table = res.csv_path.read_text().splitlines()
-    assert table[0].startswith("rank,scale,fillers,mfmas,broken,wrong,default,name,instructions,vgpr,agpr,sgpr")
+    assert table[0].startswith("rank,scale,fillers,mfmas,broken,wrong,default,name,co,instructions,vgpr,agpr,sgpr")
     assert len(table) == 5 and f",{broken.findings} findings," in table[4]
     assert (out / "sw_2_4_0.co").is_file()
 
@@ -127,9 +127,11 @@ def test_sweep_ranks_checks_verifies_and_caches(tmp_path):
     assert [(r.name, r.verified, r.prediction) for r in again.rows] == [(r.name, r.verified, r.prediction)
                                                                          for r in res.rows]
     # a new grid entry is the only build (the grid lives in grid.json, not in the hashed sources)
-    (tmp_path / "grid.json").write_text(json.dumps(BASE_GRID + [dict(scale=2.0, mfmas=8)]))
-    third = run_sweep(spec, None, top=0, jobs=1, cache=cache, progress=False)
+    # (mfmas=4 spelled out: the same kernel name as entry 0, so each gets its own .co file)
+    (tmp_path / "grid.json").write_text(json.dumps(BASE_GRID + [dict(scale=2.0, mfmas=4)]))
+    third = run_sweep(spec, tmp_path / "out3", top=0, jobs=1, cache=cache, progress=False)
     assert third.built == 1 and len(third.rows) == 5
+    assert (tmp_path / "out3" / "sw_2_4_0_v0.co").read_bytes() == (tmp_path / "out3" / "sw_2_4_0_v4.co").read_bytes()
     # an edit of the builder's sources rebuilds (one variant left in the grid, to keep this short)
     (tmp_path / "grid.json").write_text(json.dumps(BASE_GRID[:1]))
     assert run_sweep(spec, None, top=0, jobs=1, cache=cache, progress=False).built == 0
