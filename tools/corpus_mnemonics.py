@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 def emulated() -> set[str]:
     import flyasm.emu.ops_memory  # noqa: F401  (registers semantics)
     import flyasm.emu.ops_mfma  # noqa: F401
+    import flyasm.emu.ops_modes  # noqa: F401
     import flyasm.emu.ops_mx  # noqa: F401
     import flyasm.emu.ops_scalar  # noqa: F401
     import flyasm.emu.ops_vector  # noqa: F401

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FORMULA_TESTS = ["test_emu_valu.py", "test_emu_salu.py", "test_emu_lds.py", "test_emu_buffer.py",
                  "test_emu_convert.py", "test_emu_ops.py", "test_emu_mfma_layouts.py", "test_emu_vopc.py",
                  "test_emu_more.py", "test_emu_memory_more.py", "test_emu_corpus_ops.py",
-                 "test_emu_mfma_f8f6f4.py"]
+                 "test_emu_mfma_f8f6f4.py", "test_emu_modes.py"]
 
 
 def family(name: str) -> str:
@@ -60,6 +60,7 @@ def emulated() -> list[str]:
     sys.path.insert(0, str(ROOT))
     import flyasm.emu.ops_memory  # noqa: F401
     import flyasm.emu.ops_mfma  # noqa: F401
+    import flyasm.emu.ops_modes  # noqa: F401
     import flyasm.emu.ops_mx  # noqa: F401
     import flyasm.emu.ops_scalar  # noqa: F401
     import flyasm.emu.ops_vector  # noqa: F401

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops_memory, ops_mfma, ops_mx, ops_scalar, ops_vector  # noqa: F401  (register semantics)
+from . import ops_memory, ops_mfma, ops_modes, ops_mx, ops_scalar, ops_vector  # noqa: F401  (register semantics)
 from .machine import SEMANTICS, Machine
 from .memory import EmuError, Memory
 from .program import Program, load_program

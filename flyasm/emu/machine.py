@@ -21,6 +21,7 @@ LIMITS = {"vm": 63, "lgkm": 15}   # outstanding-op limits of s_waitcnt's counter
 
 LANES = np.arange(64)
 SEMANTICS: dict = {}      # canonical mnemonic -> compile(inst, ctx) -> fn(m, w) (None return = advance pc)
+WRAPPERS: list = []       # wrap(program, inst, fn, ctx) -> fn: per-wave modes (ops_modes: VSKIP, GPR indexing)
 
 
 def semantic(*names):
@@ -94,6 +95,8 @@ def register_rows(program) -> int:
                 op = getattr(op, "base", op)
                 if isinstance(op, Reg) and op.file in "va":
                     nr = max(nr, r_index(op) + getattr(op, "count", 1))
+        if any(i.name == "s_set_gpr_idx_on" for i in program.insts):
+            nr = max(nr, AOFF)                   # M0-indexed VGPRs: any of v0..v511
         nr = min(NR, (nr + 7) // 8 * 8)
         program.__dict__["_nrows"] = nr
     return nr
@@ -166,6 +169,8 @@ class Machine:
         self.pc = np.zeros(W, np.int64)
         self.status = np.zeros(W, np.int8)
         self.execm = np.zeros((W, 64), bool)
+        self.vskip = np.zeros(W, bool)          # S_SETVSKIP: vector instructions are not issued
+        self.gpr_idx_en = np.zeros(W, bool)     # MODE.gpr_idx_en (S_SET_GPR_IDX_ON/OFF)
         self.wg_of = np.asarray(wg_of_wave, np.int64)
         self.waves_in_wg = np.bincount(self.wg_of, minlength=n_wg)
         self.lds_size = lds_size
@@ -203,7 +208,11 @@ class Machine:
             if comp is None:
                 raise not_emulated(inst)
             self.meta[i] = regsets(inst)
-            fn = self.ops[i] = comp(inst, Ctx(self.program, i))
+            ctx = Ctx(self.program, i)
+            fn = comp(inst, ctx)
+            for wrap in WRAPPERS:
+                fn = wrap(self.program, inst, fn, ctx)
+            self.ops[i] = fn
         return fn
 
     # ---- wave ids ------------------------------------------------------------------------
