@@ -150,3 +150,36 @@ def test_v_cvt_pk_f32_fp8(kind):
             got = m.R[0, row + j].view(np.float32).astype(np.float64)
             want = np.array([minifloat(int(c), *FP8_FMT[kind]) for c in pair[:, j]])
             assert np.array_equal(got, want, equal_nan=True), (row, j)
+
+
+def fp4_nearest(v: float) -> int:
+    """E2M1 code nearest to v: brute force over the 8 magnitudes decoded from their bit fields, a tie
+    going to the even code (even mantissa), saturating at 6 (OCP MX v1.0 conversion with saturation)."""
+    mags = [(minifloat(c, 2, 1, 1, False, False), c) for c in range(8)]
+    a = abs(v)
+    best = min(mags, key=lambda mc: (abs(a - mc[0]), mc[1] % 2))[1] if a < 6 else 7
+    return best | (8 if math.copysign(1.0, v) < 0 else 0)
+
+
+def test_v_cvt_scalef32_pk_fp4_f32():
+    """Byte op_sel[2] | op_sel[3] << 1 of vdst := fp4(S0 / scale) | fp4(S1 / scale) << 4, the other
+    bytes kept; scale a power of two (what every caller passes), per lane."""
+    x = (RNG.standard_normal(64) * 3).astype(np.float32)
+    y = (RNG.standard_normal(64) * 3).astype(np.float32)
+    x[:6] = [0.25, 0.75, 2.5, 5.0, -100.0, 1.25]            # ties and saturation
+    e = RNG.integers(-3, 4, 64)
+    scale = (2.0 ** e).astype(np.float32)
+    x *= scale                                               # same grid after the division
+    y *= scale
+    d0 = RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    lines, rows = [], {}
+    for byte in range(4):
+        lines.append(f"v_cvt_scalef32_pk_fp4_f32 v{10 + byte}, v1, v2, v3 op_sel:[0,0,{byte & 1},{byte >> 1}]")
+        rows[10 + byte] = d0.copy()
+    m = snippet(lines, {1: x.view(np.uint32), 2: y.view(np.uint32), 3: scale.view(np.uint32)} | rows)
+    for byte in range(4):
+        for lane in range(64):
+            pair = fp4_nearest(float(x[lane]) / float(scale[lane])) | \
+                (fp4_nearest(float(y[lane]) / float(scale[lane])) << 4)
+            want = (int(d0[lane]) & ~(0xFF << (8 * byte)) & M32) | (pair << (8 * byte))
+            assert int(m.R[0, 10 + byte, lane]) == want, (byte, lane, float(x[lane]), float(y[lane]))

@@ -122,3 +122,51 @@ def c_mfma_f8f6f4(inst, ctx):
         out[:, dr, dl] = D.view(np.uint32)
         m.R[w, d0:d0 + nd] = out
     return run
+
+
+def to_minifloat(x: np.ndarray, fmt: int) -> np.ndarray:
+    """float64 -> codes of an fp6/fp4 format (no inf/NaN codes): round to nearest, ties to the even
+    code; magnitudes past the largest value saturate to it (OCP MX spec v1.0 §5.3.3 conversion
+    with saturation). NaN is INFERRED to give the largest magnitude (the formats have no NaN)."""
+    ebits, mbits = FORMATS[fmt][1:]
+    mags = VALUES[fmt][:1 << (ebits + mbits)]                 # the positive codes, ascending values
+    a = np.nan_to_num(np.abs(x), nan=np.inf)
+    hi = np.clip(np.searchsorted(mags, a), 1, len(mags) - 1)
+    lo = hi - 1
+    dl, dh = a - mags[lo], mags[hi] - a
+    code = np.where((dh < dl) | ((dh == dl) & (hi % 2 == 0)), hi, lo)
+    code = np.where(a >= mags[-1], len(mags) - 1, code)
+    return (code | (np.signbit(x) & ~np.isnan(x)).astype(np.int64) << (ebits + mbits)).astype(np.uint32)
+
+
+def scale_of(s: np.ndarray) -> np.ndarray:
+    """The power of two a v_cvt_scalef32_* scale operand stands for: 2^(exponent field of the f32 - 127)
+    (INFERRED for scales that are not powers of two: the callers in aiter/CK/hip pass powers of two)."""
+    return E8M0[(s >> np.uint32(23)) & np.uint32(0xFF)]
+
+
+@semantic("v_cvt_scalef32_pk_fp4_f32")
+def c_cvt_scalef32_pk_fp4_f32(inst, ctx):
+    """Byte op_sel[2] | op_sel[3] << 1 of D := {fp4(S1 / scale), fp4(S0 / scale)} (S0 in the low
+    nibble); the other bytes are kept. Byte select: LLVM commit 1a86d44 ("OPSEL[3:2] selects which
+    dst_byte to write"); S0 low nibble: hip's amd_hip_ocp_types.h software fallback packs r << 4 | l;
+    dividing by the scale: every caller stores the scale's exponent as the E8M0 that dequantizes."""
+    from .ops_vector import float_mods
+    mods = inst.modifiers
+    if mods.get("clamp") or mods.get("mul") or mods.get("div") or inst.is_dpp or inst.is_sdwa:
+        raise not_emulated(inst, "clamp/omod/DPP/SDWA")
+    dst, a, b, s = inst.operands
+    sel = mods.get("op_sel") or []
+    byte = (int(sel[2]) if len(sel) > 2 else 0) | ((int(sel[3]) if len(sel) > 3 else 0) << 1)
+    ga, gb, gs, d = vsrc(a, "f32"), vsrc(b, "f32"), vsrc(s, "f32"), r_index(dst)
+    sh = np.uint32(8 * byte)
+
+    def run(m, w):
+        sc = scale_of(gs(m, w))
+        with np.errstate(all="ignore"):
+            x = float_mods(ga(m, w).view(np.float32).astype(np.float64), a, "f32") / sc
+            y = float_mods(gb(m, w).view(np.float32).astype(np.float64), b, "f32") / sc
+        pair = to_minifloat(x, 4) | (to_minifloat(y, 4) << np.uint32(4))
+        cur = m.R[w, d]
+        m.vwrite(w, d, (cur & ~(np.uint32(0xFF) << sh)) | (pair.astype(np.uint32) << sh), m.execm[w])
+    return run
