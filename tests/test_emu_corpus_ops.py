@@ -183,3 +183,68 @@ def test_v_cvt_scalef32_pk_fp4_f32():
                 (fp4_nearest(float(y[lane]) / float(scale[lane])) << 4)
             want = (int(d0[lane]) & ~(0xFF << (8 * byte)) & M32) | (pair << (8 * byte))
             assert int(m.R[0, 10 + byte, lane]) == want, (byte, lane, float(x[lane]), float(y[lane]))
+
+
+@pytest.mark.parametrize("kind", ["short_d16", "short_d16_hi", "ubyte_d16", "ubyte_d16_hi", "sbyte_d16",
+                                  "sbyte_d16_hi"])
+def test_buffer_load_d16(kind):
+    """D16 loads write one 16-bit half (the high one for _hi) and keep the other; bytes are zero- or
+    sign-extended to 16 bits. Lanes past num_records read 0 (range checking) and inactive lanes keep
+    the register."""
+    from test_emu_buffer import sregs_vsharp, vsharp
+    nbytes = 2 if "short" in kind else 1
+    mem = RNG.integers(0, 256, 512, dtype=np.uint64).astype(np.uint8)
+    (base,) = addresses(mem.nbytes)
+    off = (RNG.integers(0, 250, 64) * nbytes).astype(np.uint32)
+    off[:3] = [500, 510, 600]                               # the last in range / out of range
+    ex = RNG.random(64) < 0.8
+    old = RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    m = snippet([f"buffer_load_{kind} v5, v1, s[8:11], 0 offen", "s_waitcnt vmcnt(0)"], {1: off, 5: old},
+                sregs=sregs_vsharp(8, vsharp(base, 0, 510)), buffers=[mem.copy()], exec_mask=ex)
+    for lane in range(64):
+        o = int(off[lane])
+        v = int.from_bytes(bytes(mem[o:o + nbytes]), "little") if o < 510 else 0
+        if kind.startswith("sbyte") and v >= 128:
+            v = (v - 256) & 0xFFFF
+        o32 = int(old[lane])
+        want = ((o32 & 0xFFFF) | (v << 16)) if kind.endswith("_hi") else ((o32 & 0xFFFF0000) | v)
+        assert int(m.R[0, 5, lane]) == (want if ex[lane] else o32), (lane, o)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_global_atomic_cmpswap(n):
+    """MEM = (MEM == cmp) ? src : MEM, returning the old value (sc0); data = {src, cmp}. Half the lanes
+    compare equal; two lanes share an address (lane order: the second sees the first's result)."""
+    dt = np.uint32 if n == 1 else np.uint64
+    mem = RNG.integers(0, 2**32, 64 * n, dtype=np.uint64).astype(np.uint32)
+    (base,) = addresses(mem.nbytes)
+    slots = RNG.permutation(64)
+    slots[7] = slots[3]                                    # lanes 3 and 7 hit one slot
+    cur = mem.view(dt).copy()
+    src = RNG.integers(0, 2**32, 64 * n, dtype=np.uint64).astype(np.uint32).view(dt)
+    cmp = RNG.integers(0, 2**32, 64 * n, dtype=np.uint64).astype(np.uint32).view(dt)
+    eq = RNG.random(64) < 0.5
+    cmp[eq] = cur[slots[eq]]
+    cmp[7] = src[3]                                        # lane 7 matches what lane 3 may have written
+    addr = (base + slots.astype(np.uint64) * 4 * n).astype(np.uint64)
+    regs = {1: (addr & 0xFFFFFFFF).astype(np.uint32), 2: (addr >> 32).astype(np.uint32)}
+    d = src.view(np.uint32).reshape(64, n)
+    c = cmp.view(np.uint32).reshape(64, n)
+    for q in range(n):
+        regs[10 + q], regs[10 + n + q] = d[:, q].copy(), c[:, q].copy()
+        regs[20 + q] = poison()
+    name = "global_atomic_cmpswap" + ("_x2" if n == 2 else "")
+    dst = "v20" if n == 1 else "v[20:21]"
+    data = f"v[10:{10 + 2 * n - 1}]"
+    buf = mem.copy()
+    m = snippet([f"{name} {dst}, v[1:2], {data}, off sc0", "s_waitcnt vmcnt(0)"], regs, buffers=[buf])
+    ref = cur.copy()
+    want_old = np.empty(64, dt)
+    for lane in range(64):                                 # lanes in order
+        s = slots[lane]
+        want_old[lane] = ref[s]
+        if ref[s] == cmp[lane]:
+            ref[s] = src[lane]
+    assert np.array_equal(buf.view(dt), ref)
+    got = m.R[0, 20:20 + n].T.copy().reshape(-1).view(dt)
+    assert np.array_equal(got, want_old)

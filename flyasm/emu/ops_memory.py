@@ -296,6 +296,10 @@ GLB_STORE = {"global_store_dword": 4, "global_store_dwordx2": 8, "global_store_d
              "global_store_dwordx4": 16, "global_store_byte": 1, "global_store_short": 2}
 GLB_LDS = {"global_load_lds_dword": 4, "global_load_lds_dwordx3": 12, "global_load_lds_dwordx4": 16,
            "global_load_lds_ubyte": 1, "global_load_lds_ushort": 2}
+# D16 loads: (bytes, sign-extend to 16 bits, high half); the other half of the VGPR is kept (CDNA4 ISA
+# MUBUF/FLAT *_D16 and *_D16_HI: "data is written to the low/high 16 bits, the other 16 bits unchanged")
+D16 = {f"{p}_load_{t}_d16{h}": (n, sg, h == "_hi") for p in ("buffer", "global")
+       for t, n, sg in (("ubyte", 1, False), ("sbyte", 1, True), ("short", 2, False)) for h in ("", "_hi")}
 ATOMIC = {"buffer_atomic_add_f32": "f32", "global_atomic_add_f32": "f32", "buffer_atomic_pk_add_f16": "f16",
           "global_atomic_pk_add_f16": "f16", "buffer_atomic_pk_add_bf16": "bf16", "global_atomic_pk_add_bf16": "bf16",
           "buffer_atomic_add": "u32", "global_atomic_add": "u32"}
@@ -407,6 +411,30 @@ def _signext(data, name, nbytes):
     return data
 
 
+def _mem_load_d16(inst, addr_fn):
+    nbytes, signed, hi = D16[inst.name]
+    row = r_index(inst.operand("vdata") or inst.operand("vdst"))
+    bits = 8 * nbytes
+
+    def run(m, w):
+        ex = m.execm[w]
+        addr, ok = addr_fn(m, w, nbytes)
+        data, _ = _read_lanes(m, inst, addr, ok, ex, nbytes)
+        v = data[:, 0].astype(np.int64)
+        if signed:
+            v = (v ^ (1 << (bits - 1))) - (1 << (bits - 1))
+        half = (v & 0xFFFF).astype(U32) << U32(16 if hi else 0)
+        keep = U32(0x0000FFFF if hi else 0xFFFF0000)
+        waves, mask = m.ids(w).copy(), ex.copy()
+
+        def land(m2, sel):
+            ws = waves[sel]
+            cur = m2.R[ws, row]
+            m2.R[ws, row] = np.where(mask[sel], (cur & keep) | half[sel], cur)
+        m.issue(w, inst, "vm", land, rregs=np.array([row]))
+    return run
+
+
 def _mem_load(inst, addr_fn, nbytes, lds_dma):
     name = inst.name
     ndw = max(1, nbytes // 4)
@@ -506,6 +534,47 @@ def _mem_atomic(inst, addr_fn, typ):
     return run
 
 
+CMPSWAP = {"buffer_atomic_cmpswap": 1, "global_atomic_cmpswap": 1, "buffer_atomic_cmpswap_x2": 2,
+           "global_atomic_cmpswap_x2": 2}
+
+
+def _mem_cmpswap(inst, addr_fn, n):
+    """tmp = MEM; MEM = (tmp == DATA[n:2n]) ? DATA[0:n] : tmp; RETURN = tmp (sc0); n dwords, lanes in
+    order (CDNA4 ISA FLAT/MUBUF ATOMIC_CMPSWAP{,_X2}: data holds {src, cmp})."""
+    data_op = inst.operand("vdata") or inst.operand("data")
+    row = r_index(data_op)
+    ret_op = inst.operand("vdst") or (data_op if "buffer" in inst.name else None)
+    ret = bool(inst.modifiers.get("sc0")) and ret_op is not None
+    dt = U32 if n == 1 else np.uint64
+
+    def run(m, w):
+        ex = m.execm[w]
+        addr, ok = addr_fn(m, w, 4 * n)
+        act = ex if ok is None else ex & ok
+        if ok is not None and ok.ndim == 3:
+            raise not_emulated(inst, "partly out-of-range lanes")
+        if (addr[act] & np.uint64(4 * n - 1)).any():
+            raise EmuError(f"{where(inst)}: misaligned atomic address")
+        off = m.mem.offsets(addr[act], 4 * n, lambda: where(inst))
+        words = m.mem.arena.view(dt)
+        vals = np.ascontiguousarray(m.R[w, row:row + 2 * n].transpose(0, 2, 1))[act]      # [a, 2n] dwords
+        src, cmp = vals[:, :n].copy().view(dt)[:, 0], vals[:, n:].copy().view(dt)[:, 0]
+        old = np.empty(len(off), dt)
+        for j, (i, sv, cv) in enumerate(zip((off // (4 * n)).tolist(), src.tolist(), cmp.tolist())):
+            cur = int(words[i])
+            old[j] = cur
+            if cur == cv:
+                words[i] = sv
+        if not ret:
+            m.issue(w, inst, "vm", None)
+            return
+        out = np.zeros(ex.shape + (n,), U32)
+        out[act] = old.view(U32).reshape(-1, n)
+        rows = _dst_rows(ret_op, n)
+        m.issue(w, inst, "vm", _land_v(rows, out.transpose(0, 2, 1), ex.copy(), m.ids(w).copy()), rregs=rows)
+    return run
+
+
 def atomic_op(typ, cur, v):
     if typ == "u32":
         return (cur + v) & 0xFFFFFFFF
@@ -524,7 +593,7 @@ def atomic_op(typ, cur, v):
     return out
 
 
-@semantic(*BUF_LOAD, *BUF_STORE, *GLB_LOAD, *GLB_STORE, *GLB_LDS, *ATOMIC)
+@semantic(*BUF_LOAD, *BUF_STORE, *GLB_LOAD, *GLB_STORE, *GLB_LDS, *ATOMIC, *D16, *CMPSWAP)
 def c_vmem(inst, ctx):
     name = inst.name
     is_buf = name.startswith("buffer_")
@@ -533,6 +602,10 @@ def c_vmem(inst, ctx):
     addr_fn = buffer_address(inst) if is_buf else global_address(inst)
     if name in ATOMIC:
         return _mem_atomic(inst, addr_fn, ATOMIC[name])
+    if name in D16:
+        return _mem_load_d16(inst, addr_fn)
+    if name in CMPSWAP:
+        return _mem_cmpswap(inst, addr_fn, CMPSWAP[name])
     if name in BUF_STORE or name in GLB_STORE:
         return _mem_store(inst, addr_fn, (BUF_STORE | GLB_STORE)[name])
     if name in GLB_LDS:
