@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FORMULA_TESTS = ["test_emu_valu.py", "test_emu_salu.py", "test_emu_lds.py", "test_emu_buffer.py",
                  "test_emu_convert.py", "test_emu_ops.py", "test_emu_mfma_layouts.py", "test_emu_vopc.py",
                  "test_emu_more.py", "test_emu_memory_more.py", "test_emu_corpus_ops.py",
-                 "test_emu_mfma_f8f6f4.py", "test_emu_modes.py"]
+                 "test_emu_mfma_f8f6f4.py", "test_emu_modes.py",
+                 "test_emu_ds_wrap.py"]
 
 
 def family(name: str) -> str:

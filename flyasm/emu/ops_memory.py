@@ -76,7 +76,7 @@ def lds_align(name: str, nbytes: int) -> int:
 def _lds_addr(m, w, inst, gaddr, offset, nbytes, align=1):
     """Flat LDS byte indices [k, 64] for this access; out of the workgroup's LDS is an error, and so
     is a misaligned address in strict mode (aligned DS mode; strict="unaligned" relaxes all but tr)."""
-    a = gaddr(m, w).astype(np.int64) + offset
+    a = (gaddr(m, w).astype(np.int64) + offset) & 0xFFFFFFFF     # the DS adder is 32 bits: VGPR + offset wraps
     ex = m.execm[w]
     every = ex.all()
     if align > 1 and m.strict and (not m.unaligned_lds or "_tr_" in inst.name):
