@@ -170,3 +170,57 @@ def c_cvt_scalef32_pk_fp4_f32(inst, ctx):
         cur = m.R[w, d]
         m.vwrite(w, d, (cur & ~(np.uint32(0xFF) << sh)) | (pair.astype(np.uint32) << sh), m.execm[w])
     return run
+
+
+_SMFMAC = re.compile(r"^v_smfmac_f32_(\d+)x(\d+)x(\d+)_(fp8|bf8)_(fp8|bf8)$")
+
+
+def sparse_expand(vals: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """2:4 sparse A: a lane's 16 stored values [k, 64, 16] and its index VGPR [k, 64] -> the 32
+    dense values [k, 64, 32]. Stored value v sits in group v // 2 (4 dense values each) at position
+    index[2v+1:2v]; the rest of the group is zero. For 8-bit sources on gfx950 the 32 index bits
+    cover the lane's 16 values (LLVM commit ef739b9, "gfx950 smfmac sparse index": "for 8 bit
+    variants on gfx950, we would need the full 32 bits ... for the 16 non-zero 8 bit elements").
+    The bit order (value v at bits 2v+1:2v) is INFERRED from CDNA3's 16-bit layout."""
+    k = vals.shape[0]
+    v = np.arange(16)
+    pos = 4 * (v // 2) + ((index[..., None].astype(np.int64) >> (2 * v)) & 3)       # [k, 64, 16]
+    dense = np.zeros((k, 64, 32), np.float64)
+    np.put_along_axis(dense, pos, vals, axis=-1)    # two values naming one position: the later one wins
+    return dense
+
+
+@semantic(*[f"v_smfmac_f32_{s}_{a}_{b}" for s in ("16x16x128", "32x32x64") for a in ("fp8", "bf8")
+            for b in ("fp8", "bf8")])
+def c_smfmac_fp8(inst, ctx):
+    """D = D + A·B with A 2:4 sparse (CDNA4 ISA §7.1 SMFMAC; C is the destination itself, src2 the
+    index VGPR). Dense layout as the f8f6f4 MFMAs (K_L = 32): A[i][k] is dense value k % 32 of lane
+    i + M*(k // 32), B[k][j] value k % 32 of lane j + N*(k // 32)."""
+    M, N, K, ka, kb = _SMFMAC.match(inst.name).groups()
+    M, N, K = int(M), int(N), int(K)
+    if inst.modifiers.get("cbsz") or inst.modifiers.get("abid"):
+        raise not_emulated(inst, "cbsz/abid index-set select")
+    fa, fb = (0 if x == "fp8" else 1 for x in (ka, kb))
+    vdst, src0, src1, src2 = inst.operands[:4]
+    nd = inst.slots[0]["dwords"]
+    d0, a0, b0 = r_index(vdst), r_index(base_of(src0)), r_index(base_of(src1))
+    gi = vsrc(src2)
+    _, _, (dr, dl) = layout(M, N, K)
+    dr, dl = dr[0], dl[0]
+    nb = K // 32
+
+    def run(m, w):
+        exec_check(m, w, inst)
+        k = m.nw(w)
+        stored = np.ascontiguousarray(m.R[w, a0:a0 + 4].transpose(0, 2, 1)).view(np.uint8)    # [k, 64, 16]
+        A = sparse_expand(VALUES[fa][stored], np.broadcast_to(gi(m, w), (k, 64)))
+        B = lane_values(m.R[w, b0:b0 + 8], fb)
+        A = A.reshape(k, nb, M, 32).transpose(0, 2, 1, 3).reshape(k, M, K)
+        Bt = B.reshape(k, nb, N, 32).transpose(0, 2, 1, 3).reshape(k, N, K)
+        with np.errstate(all="ignore"):
+            C = m.R[w, d0:d0 + nd][:, dr, dl].view(np.float32)
+            D = (np.matmul(A, Bt.transpose(0, 2, 1)) + C).astype(np.float32)
+        out = np.empty((k, nd, 64), np.uint32)
+        out[:, dr, dl] = D.view(np.uint32)
+        m.R[w, d0:d0 + nd] = out
+    return run
