@@ -59,6 +59,27 @@ def d_position(M, N, i, j):
     return (i % 4) + 4 * (i // (4 * MI)), j + N * ((i // 4) % MI)
 
 
+def to_dregs(C):
+    """An [M, N] float32 matrix as the [M*N/64, 64] register words of the C/D layout."""
+    M, N = C.shape
+    out = np.zeros((M * N // 64, 64), np.uint32)
+    for i in range(M):
+        for j in range(N):
+            rr, ll = d_position(M, N, i, j)
+            out[rr, ll] = C[i, j].view(np.uint32)
+    return out
+
+
+def from_dregs(regs, M, N):
+    """Register words [M*N/64, 64] -> the [M, N] float32 matrix of the C/D layout."""
+    out = np.zeros((M, N), np.float32)
+    for i in range(M):
+        for j in range(N):
+            rr, ll = d_position(M, N, i, j)
+            out[i, j] = regs[rr, ll].view(np.float32)
+    return out
+
+
 def reference(M, N, K, fa, fb, ca, cb, C, sa=None, sb=None):
     """D[i][j] from the lane codes (ca, cb [64, 32]) and per-lane scale exponents (sa, sb [64]),
     and Σ|terms| (for the tolerance)."""
@@ -94,11 +115,7 @@ def test_mfma_f8f6f4(shape, fa, scaled):
             regs[ra + q] = word
         for q, word in enumerate(pack(cb, width(fb))):
             regs[rb + q] = word
-        creg = np.zeros((nd, 64), np.uint32)
-        for i in range(M):
-            for j in range(N):
-                rr, ll = d_position(M, N, i, j)
-                creg[rr, ll] = C[i, j].view(np.uint32)
+        creg = to_dregs(C)
         for q in range(nd):
             regs[rc + q], regs[rd + q] = creg[q], poison()
         A = f"v[{ra}:{ra + width(fa) - 1}]"
@@ -125,11 +142,7 @@ def test_mfma_f8f6f4(shape, fa, scaled):
     m = snippet(lines, regs)
     for text, fb, ca, cb, C, sa, sb, rd in cases:
         want, mag = reference(M, N, K, fa, fb, ca, cb, C, sa, sb)
-        got = np.zeros((M, N), np.float32)
-        for i in range(M):
-            for j in range(N):
-                rr, ll = d_position(M, N, i, j)
-                got[i, j] = m.R[0, rd + rr, ll].view(np.float32)
+        got = from_dregs(m.R[0, rd:rd + nd], M, N)
         assert np.array_equal(np.isnan(got), np.isnan(want)), text
         fin = ~np.isnan(want)
         tol = np.abs(want[fin]).astype(np.float64) * 2.0 ** -23 + mag[fin] * 2 * K * 2.0 ** -53
@@ -169,13 +182,8 @@ def test_smfmac_fp8(shape, ka, kb):
     for q, word in enumerate(pack(cb, 8)):
         regs[20 + q] = word
     regs[30] = index.astype(np.uint32)
-    dreg = np.zeros((nd, 64), np.uint32)
-    for i in range(M):
-        for j in range(N):
-            rr, ll = d_position(M, N, i, j)
-            dreg[rr, ll] = C[i, j].view(np.uint32)
-    for q in range(nd):
-        regs[40 + q] = dreg[q]
+    for q, word in enumerate(to_dregs(C)):
+        regs[40 + q] = word
     text = f"v_smfmac_f32_{M}x{N}x{K}_{ka}_{kb} v[40:{40 + nd - 1}], v[10:13], v[20:27], v30"
     m = snippet([text, "s_nop 15"], regs)
     i, k = np.meshgrid(np.arange(M), np.arange(K), indexing="ij")
@@ -185,10 +193,6 @@ def test_smfmac_fp8(shape, ka, kb):
     B = table_b[cb[j + N * (kk // 32), kk % 32]]
     want = (A @ B + C.astype(np.float64)).astype(np.float32)
     mag = np.abs(A) @ np.abs(B) + np.abs(C.astype(np.float64))
-    got = np.zeros((M, N), np.float32)
-    for ii in range(M):
-        for jj in range(N):
-            rr, ll = d_position(M, N, ii, jj)
-            got[ii, jj] = m.R[0, 40 + rr, ll].view(np.float32)
+    got = from_dregs(m.R[0, 40:40 + nd], M, N)
     err = np.abs(got.astype(np.float64) - want)
     assert (err <= np.abs(want) * 2.0 ** -23 + mag * 2 * K * 2.0 ** -53).all(), (text, float(err.max()))
