@@ -259,7 +259,7 @@ def build_set(kernel, out_dir, jobs, manifest, no_progress, no_check):
 @main.command()
 @click.argument("kernel", metavar="BUILDER.py[:GRID]")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Directory for the table (sweep_NAME_GRID.csv) and every variant's .co.")
+              help="Directory for the table (sweep_NAME_GRID.csv; NAME_GRID.csv when NAME starts with sweep) and every variant's .co.")
 @click.option("--top", type=int, default=3, show_default=True,
               help="Verify this many of the best clean variants in the strict emulator (the grid's verify()).")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: CPU count).")

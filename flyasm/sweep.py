@@ -377,7 +377,8 @@ def run_sweep(spec: str, out_dir=None, *, top: int = 3, jobs: int | None = None,
                 if names.count(r.co_name) > 1:      # levers that keep the kernel's name: one file each
                     r.co_name = f"{Path(r.co_name).stem}_v{r.index}.co"
                 atomic_write(out / r.co_name, co.read_bytes())
-        csv_path = out / f"sweep_{path.stem}_{grid}.csv"
+        stem = path.stem if path.stem.startswith("sweep") else f"sweep_{path.stem}"
+        csv_path = out / f"{stem}_{grid}.csv"
         atomic_write(csv_path, table_csv(ranked))
     return SweepResult(ranked, csv_path, len(todo), len(vtodo), ranker.name, list(ranker.assumptions),
                        time.perf_counter() - t0)
