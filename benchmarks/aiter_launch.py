@@ -149,7 +149,8 @@ def row_launch(kind: str, row: dict, idx: dict) -> dict:
         dram = 2 * (M * K + N * K) + M * N * 4
     grid, block, _, _ = launch(M, N, K, split, tm, tn)
     kt = K if K <= split * kb * TRACE_K_ITERS else split * kb * TRACE_K_ITERS
-    tgrid, _, bufs, ka = launch(min(M, tm), N, kt, split, tm, tn)
+    # one row of at most 3 output tiles is recorded (first, interior, last: the sampled ones)
+    tgrid, _, bufs, ka = launch(min(M, tm), min(N, 3 * tn), kt, split, tm, tn)
     return dict(co=path.read_bytes(), kernel=name, grid=grid, block=block, trace_grid=tgrid, kernarg=ka, buffers=bufs,
                 loop_scale=K / kt, dram_bytes=dram, flops=2.0 * M * N * K, group=f"K{K}")
 

@@ -127,6 +127,9 @@ def main(argv=None) -> int:
             ROWS_CACHE.write_text(json.dumps(cache))
             return 1
         rows.append(C.Row(name, table, cycles, L["dram_bytes"], float(r["us"]), L["group"] if kind == "fmha" else ""))
+        ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        ROWS_CACHE.write_text(json.dumps(cache))
+        print(f"  [{time.time() - t0:6.0f} s] {name}: {cycles} cycles", file=sys.stderr, flush=True)
     ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
     ROWS_CACHE.write_text(json.dumps(cache))
     print(f"{len(rows)} rows simulated in {time.time() - t0:.0f} s")

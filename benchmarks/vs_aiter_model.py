@@ -95,6 +95,7 @@ def main(argv=None) -> int:
     B = BENCH
     print(f"\n#12 benchmark shape: batch {B['batch']}, {B['nhead_q']} heads, seqlen {B['seqlen']}, d 128 (TFLOPS, predicted)")
     lines: dict = {}
+    report_of: dict = {}
     seqlens = [int(x) for x in a.seqlens.split(",")]
     for mask in (0, 2):
         for s in seqlens:
@@ -105,10 +106,15 @@ def main(argv=None) -> int:
             for who, pr in (("aiter", pa), ("ours", po), ("ours stagger", ps)):
                 lines.setdefault((mask, who), []).append((s, pr.tflops))
             if s == B["seqlen"]:
+                report_of[(mask, "ours")] = po
                 print(f"  {'causal' if mask else 'non-causal':<11} aiter {pa.tflops:7.0f}   ours {po.tflops:7.0f}   "
                       f"ours stagger {ps.tflops:7.0f}   ours/aiter {po.tflops / pa.tflops:.2f}, "
                       f"stagger/aiter {ps.tflops / pa.tflops:.2f}")
     print(f"({time.time() - t0:.0f} s)")
+    if (0, "ours") in report_of:
+        from flyasm.perf.report import format_prediction
+        print("\nours, non-causal, at the #12 shape (steady-state loop, builder lines from .loc):")
+        print(format_prediction(report_of[(0, "ours")], p, top=12))
     plot(df, lines, a.plot)
     print(f"wrote {a.plot}")
     return 0

@@ -111,7 +111,10 @@ def test_barrier_holds_the_early_wave():
     with_bar = r.stalls
     insts = load_program(k.build().co).insts
     bar = [i for i, ins in enumerate(insts) if ins.name == "s_barrier"][0]
-    assert with_bar[bar + 1]["barrier"] == 0 and with_bar[bar]["issued"] == 2
+    assert with_bar[bar]["issued"] == 2
+    # the early wave waits at the barrier for the other's 40 adds (4 cycles each), less the few
+    # cycles the two paths differ by before it (branch taken vs not); charged to the barrier
+    assert 40 * 4 - 16 <= with_bar[bar + 1]["barrier"] <= 40 * 4 + 16
 
 
 def test_dispatch_rounds_and_tail():

@@ -114,6 +114,7 @@ class Wave:
     done: bool = False
     end: int = 0
     drain: float = 0      # last cycle any of its MFMAs or memory operations completes
+    hold: str = "issue"   # what its own next-issue cycle waits for: issue spacing, an s_nop, a barrier
 
 
 @dataclass
@@ -155,7 +156,7 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
         """(cycle, cause) the wave's next instruction can issue at; cause = what held it longest."""
         i = int(w.pc[w.i])
         k = K[i]
-        t, cause = w.t_next, "issue"
+        t, cause = w.t_next, w.hold
         rd = w.ready
         if rd and k in ("valu", "trans", "mfma", "ds", "vmem"):
             ch = CH[i]
@@ -276,6 +277,7 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             pt["salu"] = t + 1
         w.i += 1
         w.t_next = nxt
+        w.hold = "nop" if k == "nop" else "issue"
         if k == "endpgm" or w.i >= len(w.pc):
             w.done, w.end = True, int(max(nxt, w.drain))
             continue
@@ -287,6 +289,7 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
                 rel = max(waves[x].t_next for x in arr) + p.barrier_cycles
                 for x in arr:
                     waves[x].t_next = rel
+                    waves[x].hold = "barrier"
                     heapq.heappush(heap, (rel, -waves[x].prio, waves[x].wg, x))
                 bar_arrived[w.wg] = []
             continue
