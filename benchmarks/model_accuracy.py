@@ -102,6 +102,8 @@ def main(argv=None) -> int:
     ap.add_argument("--co-dir", action="append", default=[])
     ap.add_argument("--write-params", action="store_true")
     ap.add_argument("--limit", type=int, default=0, help="first N rows of each table only (smoke runs)")
+    ap.add_argument("--limit-table", action="append", default=[], metavar="STEM=N",
+                    help="first N rows of the table with this file stem only (the run says so)")
     a = ap.parse_args(argv)
     dirs = [AL.SHARED / "gfx950", *a.co_dir]
     idx = AL.co_index([d for d in dirs if Path(d).exists()])
@@ -109,6 +111,11 @@ def main(argv=None) -> int:
     if a.limit:
         seen: dict = {}
         entries = [e for e in entries if seen.setdefault(e[0], []).append(1) or len(seen[e[0]]) <= a.limit]
+    for item in a.limit_table:
+        stem, _, n = item.partition("=")
+        seen = {}
+        entries = [e for e in entries if e[0] != stem or seen.setdefault(stem, []).append(1) or len(seen[stem]) <= int(n)]
+        print(f"note: table {stem} limited to its first {n} rows (--limit-table)")
     if not entries:
         print("no measured rows found in " + ", ".join(a.tables), file=sys.stderr)
         return 2
