@@ -43,6 +43,8 @@ class Prediction:
     resident: int                 # workgroups per CU used
     samples: dict                 # x -> modelled workgroup duration (cycles)
     tflops: float | None = None
+    dram_bytes: float = 0.0
+    flops: float | None = None
     simd: dict = field(default_factory=dict)          # per SIMD: mfma/valu busy fraction, idle by cause
     stalls: list = field(default_factory=list)        # rows: (index, pc, text, loc, issued, causes)
     program: object = None
@@ -192,7 +194,13 @@ def finish(run: GridRun, dram_bytes: float, p: P.Params, flops: float | None = N
     dram_us = dram_bytes / (p.hbm_tb_s * 1e6 * p.hbm_efficiency)
     us = max(compute_us, dram_us) + p.launch_us
     pred = Prediction(us, run.cycles, compute_us, dram_us, p.launch_us, run.grid, run.resident, run.samples,
-                      simd=run.simd, stalls=run.stalls, program=run.program)
+                      dram_bytes=dram_bytes, flops=flops, simd=run.simd, stalls=run.stalls, program=run.program)
     if flops:
         pred.tflops = flops / us / 1e6
     return pred
+
+
+def reprice(pred: Prediction, p: P.Params) -> Prediction:
+    """The same simulation under other calibrated constants (they apply after the simulation)."""
+    run = GridRun(pred.cycles, pred.grid, pred.resident, pred.samples, pred.simd, pred.stalls, pred.program)
+    return finish(run, pred.dram_bytes, p, pred.flops)
