@@ -248,3 +248,24 @@ def test_global_atomic_cmpswap(n):
     assert np.array_equal(buf.view(dt), ref)
     got = m.R[0, 20:20 + n].T.copy().reshape(-1).view(dt)
     assert np.array_equal(got, want_old)
+
+
+def test_v_cvt_scalef32_pk_f32_fp4():
+    """D[0], D[1] = the low and high fp4 nibbles of byte op_sel[0] | op_sel[1] << 1 of S0, times the
+    scale (a power of two per lane); every nibble value is decoded here from its bit fields."""
+    src = RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    e = RNG.integers(-10, 11, 64)
+    scale = (2.0 ** e).astype(np.float32)
+    lines, regs = [], {1: src, 2: scale.view(np.uint32)}
+    for byte in range(4):
+        lines.append(f"v_cvt_scalef32_pk_f32_fp4 v[{10 + 2 * byte}:{11 + 2 * byte}], v1, v2 "
+                     f"op_sel:[{byte & 1},{byte >> 1}]")
+        regs[10 + 2 * byte], regs[11 + 2 * byte] = poison(), poison()
+    m = snippet(lines, regs)
+    for byte in range(4):
+        for lane in range(64):
+            b = (int(src[lane]) >> (8 * byte)) & 0xFF
+            for half in (0, 1):
+                want = minifloat((b >> (4 * half)) & 0xF, 2, 1, 1, False, False) * float(scale[lane])
+                got = float(m.R[0, 10 + 2 * byte + half, lane:lane + 1].view(np.float32)[0])
+                assert got == want and math.copysign(1, got) == math.copysign(1, want), (byte, lane, half)

@@ -224,3 +224,28 @@ def c_smfmac_fp8(inst, ctx):
         out[:, dr, dl] = D.view(np.uint32)
         m.R[w, d0:d0 + nd] = out
     return run
+
+
+@semantic("v_cvt_scalef32_pk_f32_fp4")
+def c_cvt_scalef32_pk_f32_fp4(inst, ctx):
+    """D[0] = fp4(low nibble) * scale, D[1] = fp4(high nibble) * scale, of byte op_sel[0] | op_sel[1] << 1
+    of S0 (LLVM commit 1a86d44: "OPSEL[1:0] selects which src_byte to read"); scale as in
+    v_cvt_scalef32_pk_fp4_f32 (the f32's power of two); the products are exact in float32 unless they
+    leave its range."""
+    mods = inst.modifiers
+    if mods.get("clamp") or mods.get("mul") or mods.get("div") or inst.is_dpp or inst.is_sdwa:
+        raise not_emulated(inst, "clamp/omod/DPP/SDWA")
+    dst, a, s = inst.operands
+    sel = mods.get("op_sel") or []
+    sh = np.uint32(8 * ((int(sel[0]) if sel else 0) | ((int(sel[1]) if len(sel) > 1 else 0) << 1)))
+    ga, gs, d = vsrc(a), vsrc(s, "f32"), r_index(dst)
+
+    def run(m, w):
+        byte = (ga(m, w) >> sh) & np.uint32(0xFF)
+        sc = scale_of(gs(m, w))
+        ex = m.execm[w]
+        with np.errstate(all="ignore"):
+            for half in (0, 1):
+                v = VALUES[4][(byte >> np.uint32(4 * half)) & np.uint32(0xF)] * sc
+                m.vwrite(w, d + half, v.astype(np.float32).view(np.uint32), ex)
+    return run
