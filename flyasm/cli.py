@@ -221,15 +221,17 @@ def doctor():
 @click.option("--kernel", default=None, help="Kernel name when the file has several.")
 @click.option("--mode", type=click.Choice(["verify", "strict", "insert"]), default="verify", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.option("--strict", is_flag=True, help="Also fail on 'unproven' findings (LDS ranges not proven disjoint).")
 @handles_errors
-def check(src, kernel, mode, as_json):
-    """Static checks (wait counters, gfx950 hazards) of a .s, .co or .py kernel; exit 1 on findings."""
-    from .check import check_program
+def check(src, kernel, mode, as_json, strict):
+    """Static checks (wait counters, gfx950 hazards) of a .s, .co or .py kernel; exit 1 on error findings."""
+    from .check import check_program, has_errors
     from .check.report import findings_json, format_findings
     from .report.program import as_program
-    findings = check_program(as_program(src, kernel).items(), mode)
+    prog = as_program(src, kernel)
+    findings = check_program(prog.items(), mode, prog.threads)
     click.echo(findings_json(findings) if as_json else (format_findings(findings) or "no findings"))
-    if findings:
+    if has_errors(findings, strict):
         sys.exit(1)
 
 

@@ -1,13 +1,17 @@
-"""LDS-buffer annotations travel from the builder to the .s (comment) and the .co (section), and
-the wait-counter checker uses them the same way on all three."""
+"""LDS-buffer annotations travel from the builder to the .s (comment) and the .co (section). The
+checker does not trust them: it separates LDS accesses by the ranges it proves, and a tag that
+contradicts those ranges is a finding, the same on all three forms."""
 from flyasm import Kernel, m0, s, v
 from flyasm.check import check_program
 from flyasm.report.program import as_program
 
 
-def double_buffered(tag: bool) -> Kernel:
-    """DMA into buffer 'b1' while reading buffer 'b0' that an earlier, waited DMA filled."""
+def double_buffered(tag: bool, read_at: int | None = 0) -> Kernel:
+    """DMA into buffer 'b1' while reading buffer 'b0' that an earlier, waited DMA filled. The read
+    address is lane*4 + read_at (read_at None: v3 is never set, so the address is unknown)."""
     k = Kernel("lds_tags", block=64, lds=8192)
+    if read_at is not None:
+        k.v_lshlrev_b32(v[3], 2, k.workitem_id)
     k.s_mov_b32(m0, 0)
     k.s_nop(0)
     first = k.buffer_load_dword(v[1], s[8:11], 0, offen=True, lds=True)
@@ -15,7 +19,7 @@ def double_buffered(tag: bool) -> Kernel:
     k.s_mov_b32(m0, 4096)
     k.s_nop(0)
     second = k.buffer_load_dword(v[1], s[8:11], 0, offen=True, lds=True)
-    read = k.ds_read_b32(v[2], v[3])          # reads b0 while the b1 DMA flies
+    read = k.ds_read_b32(v[2], v[3], offset=read_at or 0)          # reads b0 while the b1 DMA flies
     k.s_waitcnt(vmcnt=0, lgkmcnt=0)
     k.v_mov_b32(v[4], v[2])
     k.s_endpgm()
@@ -28,14 +32,30 @@ def rules(findings):
     return sorted(f.rule for f in findings)
 
 
-def test_tags_order_dma_and_reads_per_buffer(tmp_path):
-    untagged = check_program(as_program(double_buffered(False)).items())
-    assert rules(untagged) == ["lds_dma_read"]          # without tags LDS is one location
+def test_ranges_separate_buffers_and_tags_are_checked_not_trusted(tmp_path):
+    # b0 is [0, 256), b1 is [4096, 4352): the read of b0 while the b1 DMA flies is proven fine
+    assert check_program(as_program(double_buffered(False)).items(), block=64) == []
+    # the same read at 4096 + lane*4 meets the in-flight DMA: an error, tags or not
+    for tag in (False, True):
+        found = check_program(as_program(double_buffered(tag, read_at=4096)).items(), block=64)
+        errors = sorted(f.rule for f in found if f.severity == "error")
+        assert errors == (["lds_buffer_tag", "lds_dma_read"] if tag else ["lds_dma_read"])
+    # an address the analysis cannot compute is "unproven", even when the tags claim separate buffers
+    for tag in (False, True):
+        found = check_program(as_program(double_buffered(tag, read_at=None)).items(), block=64)
+        assert [(f.rule, f.severity) for f in found] == [("lds_dma_read", "unproven")]
+        assert "cannot prove these LDS ranges disjoint" in found[0].message
+    # without the workgroup shape the lane ids are unknown: nothing is proven
+    found = check_program(as_program(double_buffered(False)).items())
+    assert [(f.rule, f.severity) for f in found] == [("lds_dma_read", "unproven")]
+
+
+def test_tags_travel_through_asm_and_code_object(tmp_path):
     k = double_buffered(True)
-    assert check_program(as_program(k).items()) == []
+    assert check_program(as_program(k).items(), block=64) == []
     res = k.build(tmp_path)                              # the build's own check passes too
     assert "; lds:b1" in res.asm and "; lds:b0" in res.asm
     for path in (res.asm_path, res.co_path):             # the .s comment and the .co section
         prog = as_program(str(path))
         assert [i.lds_buffer for i in prog.items() if getattr(i, "lds_buffer", None)] == ["b0", "b1", "b0"]
-        assert check_program(prog.items()) == []
+        assert check_program(prog.items(), block=prog.threads) == []

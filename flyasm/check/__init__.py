@@ -11,22 +11,32 @@ from .findings import Finding, Site
 from .hazards import MODES, check_hazards, inserted_wait_states
 from .hazards import insert_nops as _insert_nops
 from .rules import RULES, RULES_BY_ID
-from .waitcnt import check_waitcnt
+from .ldsaddr import LdsAddressAnalysis
+from .waitcnt import check_lds_tags, check_waitcnt
 
 
 class CheckError(FlyasmError):
     """A kernel that the static checker finds hazards or missing waits in."""
 
 
-def check_program(items: list, mode: str = "verify") -> list[Finding]:
+def check_program(items: list, mode: str = "verify", block=None) -> list[Finding]:
     """Findings of both checks. mode: 'verify' (LLVM's wait-state counting), 'strict' (only s_nop
     and VALU count, ISA-only rows on) or 'insert' (hazards are fixed by s_nops: only the
-    wait-counter findings remain)."""
+    wait-counter findings remain). block: the workgroup shape (threads, or (x, y, z)), which lets
+    the LDS address analysis compute ranges; without it LDS conflicts stay "unproven"."""
     if mode not in MODES:
         raise ValueError(f"mode is one of {MODES}, not {mode!r}")
     items = list(items)
+    cfg = build_cfg(items)
+    lds = LdsAddressAnalysis(items, block, cfg)
     hz = [] if mode == "insert" else check_hazards(items, mode)
-    return sorted(hz + check_waitcnt(items), key=lambda f: (f.consumer.index, f.rule))
+    found = hz + check_waitcnt(items, lds=lds) + check_lds_tags(items, lds)
+    return sorted(found, key=lambda f: (f.consumer.index, f.rule))
+
+
+def has_errors(findings: list[Finding], strict: bool = False) -> bool:
+    """Whether findings should fail a check: any error, or with strict any unproven one too."""
+    return any(strict or f.severity == "error" for f in findings)
 
 
 def insert_nops(items: list, strict: bool = False) -> list:
@@ -34,18 +44,19 @@ def insert_nops(items: list, strict: bool = False) -> list:
 
 
 def check_kernel(k, mode: str = "verify") -> list[Finding]:
-    return check_program(program_from_kernel(k), mode)
+    return check_program(program_from_kernel(k), mode, k.block)
 
 
-def check_kernel_stream(k, mode: str = "verify") -> None:
-    """Raise CheckError listing every finding (one line each) when the kernel has any."""
+def check_kernel_stream(k, mode: str = "verify", strict: bool = False) -> None:
+    """Raise CheckError listing every finding (one line each) when the kernel has an error one
+    (or, with strict, an unproven one)."""
     from .report import format_findings
     findings = check_kernel(k, mode)
-    if findings:
+    if has_errors(findings, strict):
         raise CheckError(f"kernel {k.name}: {len(findings)} static-check finding(s):\n"
                          + format_findings(findings), find_loc=False)
 
 
 __all__ = ["Finding", "Site", "CheckError", "check_program", "insert_nops", "check_kernel", "check_kernel_stream",
            "check_hazards", "check_waitcnt", "inserted_wait_states", "build_cfg", "program_from_lines",
-           "program_from_kernel", "RULES", "RULES_BY_ID"]
+           "program_from_kernel", "RULES", "RULES_BY_ID", "has_errors", "LdsAddressAnalysis"]

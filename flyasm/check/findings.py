@@ -51,12 +51,16 @@ class Finding:
     fix: str
     row: int | None = None     # hazard-table row (notes §4.2), None for wait-counter rules
     kind: str = "hazard"       # "hazard" or "waitcnt"
+    # "error": the rule is broken on the ranges/distances the checker proved; "unproven": the
+    # checker cannot prove two LDS ranges disjoint (a race it could not rule out, not one it saw)
+    severity: str = "error"
 
     def __str__(self) -> str:
-        return f"[{self.rule}] {self.message}"
+        sev = "" if self.severity == "error" else f" ({self.severity})"
+        return f"[{self.rule}]{sev} {self.message}"
 
     def to_dict(self) -> dict:
         return {"rule": self.rule, "row": self.row, "kind": self.kind, "message": self.message,
                 "consumer": self.consumer.to_dict(),
                 "producer": self.producer.to_dict() if self.producer else None,
-                "found": self.found, "needed": self.needed, "fix": self.fix}
+                "found": self.found, "needed": self.needed, "fix": self.fix, "severity": self.severity}

@@ -16,12 +16,13 @@ Model (notes §3.4, CDNA4 ISA 4.4):
   2-wait-state row 27 hazard covers wide VMEM stores, see hazards.py); DS and SMEM stores likewise.
 * `s_barrier` does not wait (gfx950 `hasAutoWaitcntBeforeBarrier` not assumed): an LDS write or
   LDS-DMA still outstanding at a barrier is a finding when LDS is read after the barrier.
-* LDS buffers (optional author annotation): an LDS-DMA or DS read whose Instruction carries
-  `lds_buffer = "name"` is taken to touch only that buffer (double-buffered pipelines: DMA into
-  one buffer while reading the other). A tagged read waits only for DMAs of its buffer (and
-  untagged ones); an untagged read waits for every DMA. A tagged DMA outstanding at a barrier is a
-  finding only if its buffer (or LDS untagged) is read after the barrier before the next barrier.
-  The tags are the author's claim; the emulator checks the actual bytes in flight.
+* LDS ranges (ldsaddr.py): an in-flight LDS-DMA (or DS write at a barrier) and a DS access
+  conflict only if their byte ranges may meet. Ranges that meet give an "error" finding, ranges
+  the value analysis cannot compute (or only some alternatives of which meet) an "unproven" one,
+  proven-disjoint ranges nothing. Same-wave conflicts compare wave by wave; a barrier compares
+  this wave's in-flight write with every wave's reads up to the next barrier.
+* `lds_buffer` tags (author annotations) are assertions, not facts: `check_lds_tags` reports two
+  differently tagged accesses whose proven ranges meet.
 
 The state at each block entry is the set of outstanding ops with, per op and counter, the fewest
 same-class ops issued after it along any path (merge = union, keep the minimum); a fixed point
@@ -35,6 +36,7 @@ from ..isa.instruction import Instruction
 from ..isa.operands import Waitcnt
 from .cfg import CFG, build_cfg, is_label
 from .findings import Finding, Site
+from .ldsaddr import LdsAddressAnalysis
 
 LIMIT = {"vm": 63, "lgkm": 15}
 LDS = ("lds", 0)     # pseudo-register: LDS bytes written by a DMA
@@ -57,8 +59,7 @@ def mem_op(i: Instruction, idx: int) -> Op | None:
     writes = frozenset(r for r in i.writes if r[0] in ("v", "a", "s"))
     dma = i.is_lds_dma
     if dma:
-        tag = lds_buffer(i)
-        writes = writes | {LDS if tag is None else ("lds", tag)}
+        writes = writes | {LDS}
     if i.unit == "FLAT" or ctr == "vm+lgkm":
         return Op(idx, ("vm", "lgkm"), False, "flat", writes, False)
     if ctr == "vm":
@@ -83,16 +84,8 @@ def touches_lds(i: Instruction) -> bool:
 
 
 def lds_buffer(i) -> str | None:
-    """The author's LDS-buffer annotation of a DS read or LDS-DMA (None: anywhere in LDS)."""
+    """The author's LDS-buffer annotation of a DS access or LDS-DMA (None: none)."""
     return i.lds_buffer if isinstance(i, Instruction) else None
-
-
-def _lds_read_set(ins, writes) -> set:
-    """LDS pseudo-registers a DS read consumes: its buffer and untagged DMAs, or every buffer."""
-    tag = lds_buffer(ins)
-    if tag is None:
-        return {r for r in writes if r[0] == "lds"}
-    return {LDS, ("lds", tag)}
 
 
 # state: frozenset of (Op, counter, after) -- `after` = ordered same-class ops issued later
@@ -160,10 +153,10 @@ class WaitcntAnalysis:
         for (o, ctr), after in state.items():
             by_op.setdefault(o, {})[ctr] = after
         for o, afters in by_op.items():
-            raw = o.writes & (reads | _lds_read_set(ins, o.writes)) if reads_lds(ins) else o.writes & reads
+            raw = o.writes & (reads | {LDS}) if reads_lds(ins) else o.writes & reads
             waw = o.writes & {r for r in ins.writes if r[0] in ("v", "a", "s")}
             if touches_lds(ins) and not reads_lds(ins):
-                waw |= o.writes & _lds_read_set(ins, o.writes)     # ds_write after a DMA to LDS
+                waw |= o.writes & {LDS}                             # ds_write after a DMA to LDS
             if waw and op_self is not None and op_self.ordered and o.ordered and op_self.cls == o.cls:
                 waw = set()     # same in-order queue: the later write lands last
             if raw or waw:
@@ -200,44 +193,64 @@ def _fmt_regs(regs) -> str:
     return ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
 
 
-def check_waitcnt(items: list) -> list[Finding]:
+def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None) -> list[Finding]:
+    """Wait-counter findings; `block` (threads, or (x, y, z)) lets the LDS ranges be computed."""
     wa = WaitcntAnalysis(items)
     cfg = wa.cfg
-    lds_readers = {cfg.block_of[i] for i, it in enumerate(items) if not is_label(it) and reads_lds(it)}
+    lds = lds or LdsAddressAnalysis(items, block, cfg)
     found: dict[tuple, Finding] = {}
 
-    def read_before_next_barrier(idx: int, tags: set) -> bool:
-        """Is LDS of `tags` (or untagged) read after item idx before the next s_barrier on some path?"""
+    readers: dict[int, list[int]] = {}
+
+    def readers_before_next_barrier(idx: int) -> list[int]:
+        """DS reads after item idx up to the next s_barrier, on every path."""
+        if idx not in readers:
+            readers[idx] = _readers(idx)
+        return readers[idx]
+
+    def _readers(idx: int) -> list[int]:
         b0 = cfg.block_of[idx]
         insts = cfg.blocks[b0].insts
-        work, seen = [(b0, insts.index(idx) + 1)], set()
+        work, seen, out = [(b0, insts.index(idx) + 1)], set(), []
         while work:
             b, start = work.pop()
             for i in cfg.blocks[b].insts[start:]:
                 it = items[i]
-                if is_label(it):
-                    continue
                 if it.name == "s_barrier":
                     break
-                if reads_lds(it) and (lds_buffer(it) is None or lds_buffer(it) in tags):
-                    return True
+                if reads_lds(it):
+                    out.append(i)
             else:
                 for s in cfg.blocks[b].succs:
                     if s not in seen:
                         seen.add(s)
                         work.append((s, 0))
-        return False
+        return out
+
+    def verdict(o: Op, idx: int, kind: str) -> tuple[str, int | None]:
+        """(relation, example reader) of the LDS bytes of op o and the access at idx."""
+        if kind != "barrier":
+            return lds.relation(o.index, idx), idx
+        rels = {r: lds.relation(o.index, r, same_wave=False) for r in readers_before_next_barrier(idx)}
+        for want in ("overlap", "unknown"):
+            for r, rel in rels.items():
+                if rel == want:
+                    return rel, r
+        return "disjoint", None
 
     def report(idx, ins, o: Op, afters, kind, regs):
-        if kind == "barrier":
-            tags = {r[1] for r in o.writes if r[0] == "lds"}
-            if o.lds_write and tags and LDS not in o.writes:         # tagged LDS-DMA only
-                if not read_before_next_barrier(idx, tags):
-                    return
-            b = cfg.block_of[idx]
-            later = cfg.reachable_from(b) | {b}
-            if not (later & lds_readers):
+        severity, note = "error", ""
+        if kind == "barrier" or any(r[0] == "lds" for r in regs):
+            rel, other = verdict(o, idx, kind)
+            if rel == "disjoint":
                 return
+            prod_r = lds.described(o.index)
+            other_r = lds.described(other)
+            if rel == "unknown":
+                severity = "unproven"
+                note = f" (cannot prove these LDS ranges disjoint: {prod_r} and {other_r} of #{other})"
+            else:
+                note = f" ({prod_r} meets {other_r} of #{other})"
         n = _suffices(o, afters)
         ctr_txt = " ".join(f"{c}cnt({v})" for c, v in sorted(n.items()))
         if o.cls == "flat":
@@ -248,11 +261,11 @@ def check_waitcnt(items: list) -> list[Finding]:
         if kind == "barrier":
             rule = "lds_write_before_barrier"
             msg = (f"{cons.describe()} is reached while {prod.describe()} may still be writing LDS that is "
-                   f"read after the barrier; put {fix} before the barrier")
+                   f"read after the barrier{note}; put {fix} before the barrier")
         elif any(r[0] == "lds" for r in regs):
             rule = "lds_dma_read" if kind == "raw" else "lds_dma_write"
             verb = "reads" if kind == "raw" else "writes"
-            msg = (f"{cons.describe()} {verb} LDS that the DMA {prod.describe()} may still be writing; "
+            msg = (f"{cons.describe()} {verb} LDS that the DMA {prod.describe()} may still be writing{note}; "
                    f"put {fix} right before it")
         else:
             ctr = "vmcnt" if "vm" in o.counters else "lgkmcnt"
@@ -263,7 +276,30 @@ def check_waitcnt(items: list) -> list[Finding]:
         key = (rule, idx, o.index)
         if key not in found:
             need = min(n.values())
-            found[key] = Finding(rule, msg, cons, prod, min(afters.values()), need, fix, None, "waitcnt")
+            found[key] = Finding(rule, msg, cons, prod, min(afters.values()), need, fix, None, "waitcnt", severity)
 
     wa.run(report)
     return sorted(found.values(), key=lambda f: (f.consumer.index, f.producer.index))
+
+
+def check_lds_tags(items: list, lds: LdsAddressAnalysis) -> list[Finding]:
+    """`lds_buffer` tags are the author's claim that differently named buffers never share bytes:
+    one finding per pair of tags whose proven ranges meet (first accesses that show it)."""
+    by_tag: dict[str, list[int]] = {}
+    for i, it in enumerate(items):
+        if not is_label(it) and lds_buffer(it) and i in lds.watched:
+            by_tag.setdefault(lds_buffer(it), []).append(i)
+    out = []
+    tags = sorted(by_tag)
+    for n, a in enumerate(tags):
+        for b in tags[n + 1:]:
+            pair = next(((i, j) for i in by_tag[a] for j in by_tag[b]
+                         if lds.relation(i, j, same_wave=False) == "overlap"), None)
+            if pair is None:
+                continue
+            i, j = pair
+            p, c = Site(i, items[i]), Site(j, items[j])
+            msg = (f"{c.describe()} is tagged lds_buffer {b!r} and {p.describe()} {a!r}, but their ranges meet: "
+                   f"{lds.described(j)} and {lds.described(i)}; fix the tag or the addresses")
+            out.append(Finding("lds_buffer_tag", msg, c, p, 0, 0, "retag or readdress", None, "waitcnt"))
+    return out

@@ -1,0 +1,359 @@
+"""LDS address ranges from a value analysis of the registers that form them.
+
+Each register holds, per thread of the workgroup, a 32-bit value: an int64 array over the T
+threads (an SGPR is the same value in every lane of a wave). Workitem ids are known from the
+block shape (v0 packs x | y << 10 | z << 20 on gfx90a+, notes §5); kernel arguments, workgroup ids
+and loaded data are unknown. A register may hold up to CAP alternative arrays (`s_cselect`, values
+swapped each loop iteration, control-flow joins); more than that, or any operation the analysis
+does not model, makes it unknown. The fixed point over the CFG joins alternatives, and the cap is
+the widening, so loops terminate.
+
+From those values:
+* an LDS-DMA (`buffer_load_* lds`, `global_load_lds_*`) writes, for each lane L,
+  M0[17:0] + inst_offset + L*size (notes §3.3; size 16 for dwordx3/x4, else 4);
+* a `ds_*` op touches addr + offset (+ offset0/offset1 scaled for read2/write2), modulo 2^32.
+
+`relation(a, b)` compares two footprints wave by wave (`same_wave`: the checker's per-wave
+counters) or any wave against any wave (barriers: another wave reads what this one writes) and
+answers "disjoint" (proven), "overlap" (known ranges meet) or "unknown" (a range is not known,
+or only some of the alternatives meet).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..isa.instruction import Instruction
+from ..isa.operands import Imm, Reg, Special
+from .cfg import CFG, build_cfg, is_label
+
+CAP = 4              # alternatives per register before it becomes unknown (the widening)
+WAVE = 64
+M32 = 0xFFFFFFFF
+M0 = ("spec", "m0")
+EXEC = ("spec", "exec")
+
+
+def _u(x):
+    return x & M32
+
+
+def _s24(x):
+    x = x & 0xFFFFFF
+    return np.where(x & 0x800000, x - (1 << 24), x)
+
+
+def _sh(x):
+    return x & 31
+
+
+# name -> (function of the source arrays). Shifts use the low 5 bits of the amount, as hardware does.
+ALU = {
+    "s_mov_b32": lambda a: a, "s_movk_i32": lambda a: a, "v_mov_b32": lambda a: a,
+    "s_add_u32": lambda a, b: a + b, "s_add_i32": lambda a, b: a + b,
+    "s_sub_u32": lambda a, b: a - b, "s_sub_i32": lambda a, b: a - b,
+    "s_mul_i32": lambda a, b: a * b, "s_addk_i32": None, "s_mulk_i32": None,
+    "s_lshl_b32": lambda a, b: a << _sh(b), "s_lshr_b32": lambda a, b: a >> _sh(b),
+    "s_and_b32": lambda a, b: a & b, "s_or_b32": lambda a, b: a | b, "s_xor_b32": lambda a, b: a ^ b,
+    "s_lshl1_add_u32": lambda a, b: (a << 1) + b, "s_lshl2_add_u32": lambda a, b: (a << 2) + b,
+    "s_lshl3_add_u32": lambda a, b: (a << 3) + b, "s_lshl4_add_u32": lambda a, b: (a << 4) + b,
+    "s_min_u32": np.minimum, "s_max_u32": np.maximum,
+    "v_add_u32": lambda a, b: a + b, "v_add_co_u32": lambda a, b: a + b,
+    "v_sub_u32": lambda a, b: a - b, "v_sub_co_u32": lambda a, b: a - b,
+    "v_subrev_u32": lambda a, b: b - a, "v_subrev_co_u32": lambda a, b: b - a,
+    "v_mul_lo_u32": lambda a, b: a * b, "v_mul_u32_u24": lambda a, b: (a & 0xFFFFFF) * (b & 0xFFFFFF),
+    "v_mul_i32_i24": lambda a, b: _s24(a) * _s24(b),
+    "v_lshlrev_b32": lambda a, b: b << _sh(a), "v_lshrrev_b32": lambda a, b: b >> _sh(a),
+    "v_and_b32": lambda a, b: a & b, "v_or_b32": lambda a, b: a | b, "v_xor_b32": lambda a, b: a ^ b,
+    "v_min_u32": np.minimum, "v_max_u32": np.maximum,
+    "v_lshl_add_u32": lambda a, b, c: _u(a << _sh(b)) + c, "v_add_lshl_u32": lambda a, b, c: _u(a + b) << _sh(c),
+    "v_lshl_or_b32": lambda a, b, c: _u(a << _sh(b)) | c, "v_and_or_b32": lambda a, b, c: (a & b) | c,
+    "v_or3_b32": lambda a, b, c: a | b | c, "v_add3_u32": lambda a, b, c: a + b + c,
+    "v_bfe_u32": lambda a, b, c: (a >> _sh(b)) & ((1 << (c & 31)) - 1),
+    "v_mad_u32_u24": lambda a, b, c: (a & 0xFFFFFF) * (b & 0xFFFFFF) + c,
+}
+ALU = {k: v for k, v in ALU.items() if v is not None}
+_SOPK = {"s_addk_i32": lambda d, k: d + k, "s_mulk_i32": lambda d, k: d * k}
+_SIZE = re.compile(r"_[bui](8|16|32|64|96|128)")
+
+
+def ds_parts(i: Instruction) -> list[tuple[int, int]] | None:
+    """(byte offset, bytes) of each per-lane access of a DS op, or None if not an LDS access."""
+    if i.unit != "DS" or i.info.get("mem") not in ("load", "store", "atomic") or i.modifiers.get("gds"):
+        return None
+    m = _SIZE.search(i.name)
+    size = int(m.group(1)) // 8 if m else 4
+    mods = i.modifiers
+    if "ds_read2" in i.name or "ds_write2" in i.name:
+        scale = size * (64 if "st64" in i.name else 1)
+        return [(mods.get("offset0", 0) * scale, size), (mods.get("offset1", 0) * scale, size)]
+    return [(mods.get("offset", 0), size)]
+
+
+def dma_step(i: Instruction) -> tuple[int, int]:
+    """(lane stride, bytes per lane) of an LDS-DMA (notes §3.3)."""
+    m = re.search(r"dwordx(\d)", i.name)
+    n = int(m.group(1)) * 4 if m else (1 if re.search(r"byte", i.name) else 2 if "short" in i.name else 4)
+    return (16 if n > 4 else 4), n
+
+
+@dataclass
+class Footprint:
+    """Per alternative: (starts, ends, running max of ends), shape (waves, intervals), each row
+    sorted by start: the byte intervals [start, end) each wave touches."""
+    alts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+    def union_waves(self) -> "Footprint":
+        return Footprint([_sorted(s.reshape(1, -1), e.reshape(1, -1)) for s, e, _ in self.alts])
+
+
+def _sorted(starts, ends):
+    o = np.argsort(starts, axis=1, kind="stable")
+    s, e = np.take_along_axis(starts, o, 1), np.take_along_axis(ends, o, 1)
+    return s, e, np.maximum.accumulate(e, axis=1)
+
+
+def _meet(a, b) -> bool:
+    """Does any interval of a meet any interval of b, in the same row (wave)?"""
+    (s1, _, m1), (s2, e2, _) = a, b
+    for w in range(s1.shape[0]):
+        # the intervals of a starting before b's end: the furthest they reach must pass b's start
+        k = np.searchsorted(s1[w], e2[w], side="left") - 1
+        ok = k >= 0
+        if np.any(m1[w][k[ok]] > s2[w][ok]):
+            return True
+    return False
+
+
+class LdsAddressAnalysis:
+    def __init__(self, items: list, block=None, cfg: CFG | None = None):
+        self.items = items
+        self.cfg = cfg or build_cfg(items)
+        self.block = (block, 1, 1) if isinstance(block, int) else (tuple(block) + (1, 1))[:3] if block else None
+        self.foot: dict[int, Footprint | None] = {}
+        self._addr: dict[int, tuple | None] = {}        # item -> per-thread start alternatives
+        self._rel: dict[tuple, str] = {}
+        self.watched = self._watch = {i for i, it in enumerate(items) if not is_label(it) and (it.is_lds_dma or ds_parts(it))}
+        if self.block is None:
+            self.threads = 0
+            self._addr = {i: None for i in self._watch}
+            return
+        bx, by, bz = self.block
+        self.threads = bx * by * bz
+        t = np.arange(self.threads, dtype=np.int64)
+        self.lane = t % WAVE
+        self.waves = (self.threads + WAVE - 1) // WAVE
+        self._consts: dict = {}
+        v0 = (t % bx) | ((t // bx % by) << 10) | ((t // (bx * by)) << 20)
+        self._run({("v", 0): (v0,)})
+
+    # ---- values -------------------------------------------------------------------------------
+    def _const(self, x):
+        return (np.full(self.threads, x & M32, np.int64),)
+
+    def _val(self, env, op):
+        key = self._src(op)
+        return None if key is None else self._get(env, key)
+
+    def _first_lane(self, vals):
+        return tuple(np.repeat(v[::WAVE], WAVE)[:self.threads] for v in vals)
+
+    def _combine(self, fn, args):
+        out = [()]
+        for a in args:
+            out = [p + (x,) for p in out for x in a]
+            if len(out) > CAP * CAP:
+                return None
+        return _dedupe([_u(fn(*p)) for p in out])
+
+    def _compile(self, ins: Instruction):
+        """What _step needs of an instruction, worked out once: (kind, dest key, sources, writes)."""
+        name = ins.name
+        srcs = tuple(self._src(op) for op, sl in zip(ins.operands, ins.slots)
+                     if "r" in sl.get("access", "r") and sl["name"] not in ("sdst", "vdst"))
+        dst = ins.operands[0] if ins.operands else None
+        dkey = (dst.file, dst.index) if isinstance(dst, Reg) and dst.count == 1 else (
+            M0 if isinstance(dst, Special) and dst.name == "m0" else None)
+        kind = None
+        if dkey is not None and not ins.modifiers.get("clamp") and None not in srcs:
+            if name == "s_cselect_b32" or name in _SOPK or name == "v_readfirstlane_b32" or name in ALU:
+                kind = name
+            elif name in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32") and srcs and srcs[0] == ("imm", M32):
+                kind = name
+        exec_full = None
+        if EXEC in ins.writes:
+            exec_full = name == "s_mov_b64" and isinstance(ins.operands[1], Imm) and ins.operands[1].value == -1
+        return kind, dkey, srcs, tuple(r for r in ins.writes if r[0] != "spec" or r in (M0, EXEC)), exec_full
+
+    def _src(self, op):
+        if isinstance(op, Imm) and isinstance(op.value, int):
+            return ("imm", op.value & M32)
+        if isinstance(op, Reg) and op.count == 1:
+            return (op.file, op.index)
+        if isinstance(op, Special) and op.name == "m0":
+            return M0
+        return None
+
+    def _get(self, env, key):
+        if key[0] == "imm":
+            c = self._consts.get(key[1])
+            if c is None:
+                c = self._consts[key[1]] = self._const(key[1])
+            return c
+        return env.get(key)
+
+    def _step(self, env: dict, code) -> None:
+        kind, dkey, srcs, writes, exec_full = code
+        val = None
+        if kind is not None:
+            args = [self._get(env, k) for k in srcs]
+            if None in args:
+                pass
+            elif kind == "s_cselect_b32":
+                val = _dedupe(list(args[0]) + list(args[1]))
+            elif kind in _SOPK:
+                d = env.get(dkey)
+                val = self._combine(_SOPK[kind], [d, args[-1]]) if d else None
+            elif kind == "v_readfirstlane_b32":
+                val = self._first_lane(args[0])
+            elif kind.startswith("v_mbcnt"):
+                below = np.minimum(self.lane, 32) if kind.endswith("lo_u32_b32") else np.maximum(self.lane - 32, 0)
+                val = tuple(_u(below + x) for x in args[1])
+            else:
+                val = self._combine(ALU[kind], args)
+            if val is not None and dkey[0] == "v" and not env.get("exec_full", True):
+                val = None            # lanes outside EXEC keep their old values: not modelled
+        for r in writes:
+            env.pop(r, None)
+        if val is not None:
+            env[dkey] = val
+        if exec_full is not None:
+            env["exec_full"] = exec_full
+
+    def _run(self, init: dict) -> None:
+        cfg, items = self.cfg, self.items
+        if not cfg.blocks:
+            return
+        codes = {i: self._compile(items[i]) for b in cfg.blocks for i in b.insts}
+        entry = {0: dict(init)}
+        work = [0]
+        while work:
+            bid = work.pop(0)
+            env = dict(entry[bid])
+            for i in cfg.blocks[bid].insts:
+                self._step(env, codes[i])
+            for s in cfg.blocks[bid].succs:
+                new = _join(entry[s], env) if s in entry else env
+                if s not in entry or not _same(new, entry[s]):
+                    entry[s] = new
+                    if s not in work:
+                        work.append(s)
+        for bid, env in entry.items():
+            env = dict(env)
+            for i in cfg.blocks[bid].insts:
+                if i in self._watch:
+                    self._addr[i] = self._starts(env, items[i])
+                self._step(env, codes[i])
+
+    # ---- footprints ----------------------------------------------------------------------------
+    def _starts(self, env, ins: Instruction) -> tuple | None:
+        """Per-thread first byte of the access, one array per alternative (None: unknown)."""
+        if ins.is_lds_dma:
+            m0 = env.get(M0)
+            if m0 is None:
+                return None
+            step, _ = dma_step(ins)
+            off = ins.modifiers.get("offset", 0)
+            return tuple((m & 0x3FFFF) + off + self.lane * step for m in m0)
+        return self._val(env, ins.operand("addr"))
+
+    def footprint(self, i: int) -> Footprint | None:
+        if i not in self.foot:
+            starts, ins = self._addr.get(i), self.items[i]
+            if starts is None:
+                self.foot[i] = None
+            else:
+                parts = [(0, dma_step(ins)[1])] if ins.is_lds_dma else ds_parts(ins)
+                pad = self.waves * WAVE - self.threads
+                alts = []
+                for st in starts:
+                    st = np.concatenate([st, np.repeat(st[-1:], pad)]).reshape(self.waves, WAVE)
+                    ss = np.concatenate([_u(st + o) for o, _ in parts], axis=1)
+                    ee = np.concatenate([_u(st + o) + n for o, n in parts], axis=1)
+                    alts.append(_sorted(ss, ee))
+                self.foot[i] = Footprint(alts)
+        return self.foot[i]
+
+    def relation(self, a: int, b: int, same_wave: bool = True) -> str:
+        """'disjoint', 'overlap' or 'unknown' for the LDS bytes of items a and b."""
+        key = (a, b, same_wave)
+        if key not in self._rel:
+            self._rel[key] = self._relation(a, b, same_wave)
+        return self._rel[key]
+
+    def _relation(self, a, b, same_wave) -> str:
+        fa, fb = self.footprint(a), self.footprint(b)
+        if fa is None or fb is None:
+            return "unknown"
+        if not same_wave:
+            fa, fb = fa.union_waves(), fb.union_waves()
+        hits = [_meet(pa, pb) for pa in fa.alts for pb in fb.alts]
+        if not any(hits):
+            return "disjoint"
+        return "overlap" if len(hits) == 1 else "unknown"
+
+    def described(self, i: int) -> str:
+        """A short text of the proven byte range of item i (for messages)."""
+        f = self.footprint(i)
+        if f is None:
+            return "unknown range"
+        lo = min(int(s.min()) for s, _, _ in f.alts)
+        hi = max(int(e.max()) for _, e, _ in f.alts)
+        return f"bytes [0x{lo:x}, 0x{hi:x})"
+
+
+def _dedupe(vals) -> tuple | None:
+    out, seen = [], set()
+    for v in vals:
+        k = v.tobytes()
+        if k not in seen:
+            seen.add(k)
+            out.append(v)
+    return tuple(out) if len(out) <= CAP else None
+
+
+def _join(a: dict, b: dict) -> dict:
+    out = {}
+    for k, va in a.items():
+        vb = b.get(k)
+        if vb is None:
+            continue
+        if va is vb:
+            out[k] = va
+            continue
+        if k == "exec_full":
+            out[k] = va and vb
+            continue
+        j = _dedupe(list(va) + list(vb))
+        if j is not None:
+            out[k] = j
+    if "exec_full" not in out:
+        out["exec_full"] = a.get("exec_full", True) and b.get("exec_full", True)
+    return out
+
+
+def _same(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for k, va in a.items():
+        vb = b[k]
+        if va is vb:
+            continue
+        if k == "exec_full":
+            if va != vb:
+                return False
+        elif len(va) != len(vb) or {x.tobytes() for x in va} != {x.tobytes() for x in vb}:
+            return False
+    return True
