@@ -25,8 +25,9 @@ Model (notes §3.4, CDNA4 ISA 4.4):
   differently tagged accesses whose proven ranges meet.
 
 The state at each block entry is the set of outstanding ops with, per op and counter, the fewest
-same-class ops issued after it along any path (merge = union, keep the minimum); a fixed point
-over the CFG carries loads around loop back edges.
+and the most same-class ops issued after it over the paths (merge = union, min and max), and
+whether it is outstanding on every path or only some; a fixed point over the CFG carries loads
+around loop back edges.
 """
 from __future__ import annotations
 
@@ -88,35 +89,44 @@ def lds_buffer(i) -> str | None:
     return i.lds_buffer if isinstance(i, Instruction) else None
 
 
-# state: frozenset of (Op, counter, after) -- `after` = ordered same-class ops issued later
+# state: {(Op, counter): (lo, hi, every)} -- `lo`/`hi` = fewest/most ordered same-class ops issued
+# after it over the paths that reach here; `every` = outstanding on every path (not just some)
 def _issue(state: dict, op: Op) -> dict:
     new = {}
-    for (o, ctr), after in state.items():
+    for (o, ctr), (lo, hi, every) in state.items():
         if op.ordered and o.ordered and o.cls == op.cls and ctr in op.counters:
-            after += 1
-            if after >= LIMIT[ctr]:
+            lo, hi = lo + 1, hi + 1
+            if lo >= LIMIT[ctr]:
                 continue          # the counter is full: the hardware stalled until o completed
-        new[(o, ctr)] = after
+            if hi >= LIMIT[ctr]:
+                hi, every = LIMIT[ctr], False
+        new[(o, ctr)] = (lo, hi, every)
     for ctr in op.counters:
-        new[(op, ctr)] = 0
+        new[(op, ctr)] = (0, 0, True)
     return new
 
 
 def _wait(state: dict, w: Waitcnt) -> dict:
     lim = {"vm": w.vmcnt, "lgkm": w.lgkmcnt}
-    done = set()
-    for (o, ctr), after in state.items():
+    done, some = set(), set()
+    for (o, ctr), (lo, hi, _) in state.items():
         n = lim[ctr]
-        if n is not None and (n == 0 or (o.ordered and after >= n)):
+        if n is not None and (n == 0 or (o.ordered and lo >= n)):
             done.add(o)
+        elif n is not None and o.ordered and hi >= n:
+            some.add(o)       # retired on the paths that issued more after it
     # an op is complete once any of its counters retired it (FLAT decrements both at completion)
-    return {k: v for k, v in state.items() if k[0] not in done}
+    return {k: (v if k[0] not in some else (v[0], v[1], False)) for k, v in state.items() if k[0] not in done}
 
 
 def _merge(a: dict, b: dict) -> dict:
-    out = dict(a)
+    out = {k: (v[0], v[1], False) for k, v in a.items()}
     for k, v in b.items():
-        out[k] = min(v, out[k]) if k in out else v
+        if k in a:
+            u = a[k]
+            out[k] = (min(u[0], v[0]), max(u[1], v[1]), u[2] and v[2])
+        else:
+            out[k] = (v[0], v[1], False)
     return out
 
 
@@ -150,8 +160,10 @@ class WaitcntAnalysis:
         reads = set(ins.reads)
         op_self = mem_op(ins, idx)
         by_op: dict[Op, dict] = {}
-        for (o, ctr), after in state.items():
-            by_op.setdefault(o, {})[ctr] = after
+        every: dict[Op, bool] = {}
+        for (o, ctr), (lo, _, ev) in state.items():
+            by_op.setdefault(o, {})[ctr] = lo
+            every[o] = every.get(o, True) and ev
         for o, afters in by_op.items():
             raw = o.writes & (reads | {LDS}) if reads_lds(ins) else o.writes & reads
             waw = o.writes & {r for r in ins.writes if r[0] in ("v", "a", "s")}
@@ -160,11 +172,11 @@ class WaitcntAnalysis:
             if waw and op_self is not None and op_self.ordered and o.ordered and op_self.cls == o.cls:
                 waw = set()     # same in-order queue: the later write lands last
             if raw or waw:
-                report(idx, ins, o, afters, "raw" if raw else "waw", raw or waw)
+                report(idx, ins, o, afters, "raw" if raw else "waw", raw or waw, every[o])
         if ins.name == "s_barrier":
             for o in by_op:
                 if o.lds_write:
-                    report(idx, ins, o, by_op[o], "barrier", {LDS})
+                    report(idx, ins, o, by_op[o], "barrier", {LDS}, every[o])
 
     def run(self, report=None) -> None:
         cfg = self.cfg
@@ -238,7 +250,7 @@ def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None
                     return rel, r
         return "disjoint", None
 
-    def report(idx, ins, o: Op, afters, kind, regs):
+    def report(idx, ins, o: Op, afters, kind, regs, every=True):
         severity, note = "error", ""
         if kind == "barrier" or any(r[0] == "lds" for r in regs):
             rel, other = verdict(o, idx, kind)
@@ -249,6 +261,12 @@ def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None
             if rel == "unknown":
                 severity = "unproven"
                 note = f" (cannot prove these LDS ranges disjoint: {prod_r} and {other_r} of #{other})"
+            elif not every:
+                # the ranges meet, but the DMA is in flight only on some paths to here, and the
+                # checker does not decide which paths run (e.g. a loop-parity branch)
+                severity = "unproven"
+                note = (f" (cannot prove these LDS ranges disjoint: {prod_r} meets {other_r} of #{other}, "
+                        f"on some paths only)")
             else:
                 note = f" ({prod_r} meets {other_r} of #{other})"
         n = _suffices(o, afters)
