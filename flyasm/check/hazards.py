@@ -17,7 +17,7 @@ from ..isa.operands import Imm
 from ..isa.syntax import parse_instruction
 from .cfg import CFG, build_cfg, is_label
 from .findings import Finding, Site
-from .rules import MAX_WAITS, RULES, SELECTORS, Rule, is_valu
+from .rules import MAX_WAITS, RELATION_REGS, RULES, SELECTORS, Rule, is_valu
 
 MODES = ("verify", "insert", "strict")
 # Not a row of the notes' table: LLVM breaks memory clauses that would be unsafe to replay with XNACK.
@@ -65,35 +65,74 @@ class HazardAnalysis:
         self.rules = [r for r in RULES if strict or not r.strict_only]
         self.extra: dict[int, int] = {}      # item index -> wait states of s_nops to insert before it
         self._ws = {i: wait_states(it, strict) for i, it in enumerate(items) if not is_label(it)}
+        # per instruction, worked out once: the rules it can be the producer of, and the registers
+        # each relation compares (the backward searches ask these of every instruction they pass)
+        self._producer_of = {i: frozenset(r.id for r in self.rules if r.producer(it))
+                             for i, it in enumerate(items) if not is_label(it)}
+        self._rel_regs: dict[tuple, frozenset | None] = {}
+        self._pos = {i: n for b in self.cfg.blocks for n, i in enumerate(b.insts)}
+        self._limits: dict[tuple, int] = {}
+
+    def _relation_regs(self, j: int, relation: str):
+        key = (j, relation)
+        if key not in self._rel_regs:
+            self._rel_regs[key] = RELATION_REGS[relation](self.items[j])
+        return self._rel_regs[key]
+
+    def _limit(self, rules: list[Rule]) -> int:
+        key = tuple(r.id for r in rules)
+        if key not in self._limits:
+            self._limits[key] = _rule_max(rules)
+        return self._limits[key]
 
     def hits(self, ci: int) -> list[Hit]:
         """Every rule whose nearest producer is too close to the consumer at item `ci`."""
         c = self.items[ci]
         searches: dict[tuple, list[Rule]] = {}
+        selected: dict[str, list] = {}
         for rule in self.rules:
             if rule.consumer(c):
-                for tag, regs in SELECTORS[rule.operands](c):
+                if rule.operands not in selected:
+                    selected[rule.operands] = SELECTORS[rule.operands](c)
+                for tag, regs in selected[rule.operands]:
                     searches.setdefault((rule.group, tag, regs), []).append(rule)
         if not searches:
             clause = self.clause_hit(ci)
             return [clause] if clause else []
-        limit = {k: _rule_max(v) for k, v in searches.items()}
+        limit = {k: self._limit(v) for k, v in searches.items()}
         best: dict[tuple, Hit] = {}
         cfg = self.cfg
         b0 = cfg.block_of[ci]
-        start = cfg.blocks[b0].insts.index(ci)
+        start = self._pos[ci]
         seen: dict[tuple, int] = {}
+        wanted = {k: frozenset(r.id for r in v) for k, v in searches.items()}
         stack = [(b0, start, self.extra.get(ci, 0), frozenset(searches))]
         while stack:
             bid, pos, ws, pending = stack.pop()
             insts = cfg.blocks[bid].insts
+            any_wanted = frozenset().union(*(wanted[k] for k in pending))
+            horizon = min(limit[k] for k in pending)
             for j in reversed(insts[:pos]):
+                prod_of = self._producer_of[j]
+                if prod_of.isdisjoint(any_wanted):      # no pending search can stop here
+                    ws += self._ws[j] + self.extra.get(j, 0)
+                    if ws < horizon:
+                        continue
+                    pending = frozenset(k for k in pending if ws < limit[k])
+                    if not pending:
+                        break
+                    any_wanted = frozenset().union(*(wanted[k] for k in pending))
+                    horizon = min(limit[k] for k in pending)
+                    continue
                 p = self.items[j]
                 done = set()
                 for key in pending:
                     _, tag, regs = key
                     for rule in searches[key]:
-                        if rule.applies(p, c, tag, regs):
+                        if rule.id not in prod_of:
+                            continue
+                        rr = self._relation_regs(j, rule.relation)
+                        if (rr is None or rr & regs) and (rule.when is None or rule.when(p, c, tag, regs)):
                             h = Hit(rule, j, ws, rule.need(p, c, tag, regs))
                             if key not in best or h.need > best[key].need:
                                 best[key] = h
@@ -103,6 +142,8 @@ class HazardAnalysis:
                 pending = frozenset(k for k in pending if k not in done and ws < limit[k])
                 if not pending:
                     break
+                any_wanted = frozenset().union(*(wanted[k] for k in pending))
+                horizon = min(limit[k] for k in pending)
             else:
                 for pred in cfg.blocks[bid].preds:
                     st = (pred, pending)

@@ -105,8 +105,15 @@ class Footprint:
     sorted by start: the byte intervals [start, end) each wave touches."""
     alts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 
+    def __post_init__(self):
+        # per alternative and wave: the first and one past the last byte (a quick disjointness test)
+        self.box = [(s[:, 0], m[:, -1]) for s, _, m in self.alts]
+        self._union = None
+
     def union_waves(self) -> "Footprint":
-        return Footprint([_sorted(s.reshape(1, -1), e.reshape(1, -1)) for s, e, _ in self.alts])
+        if self._union is None:
+            self._union = Footprint([_sorted(s.reshape(1, -1), e.reshape(1, -1)) for s, e, _ in self.alts])
+        return self._union
 
 
 def _sorted(starts, ends):
@@ -115,10 +122,11 @@ def _sorted(starts, ends):
     return s, e, np.maximum.accumulate(e, axis=1)
 
 
-def _meet(a, b) -> bool:
+def _meet(a, b, box_a, box_b) -> bool:
     """Does any interval of a meet any interval of b, in the same row (wave)?"""
     (s1, _, m1), (s2, e2, _) = a, b
-    for w in range(s1.shape[0]):
+    near = (box_a[0] < box_b[1]) & (box_b[0] < box_a[1])
+    for w in np.flatnonzero(near):
         # the intervals of a starting before b's end: the furthest they reach must pass b's start
         k = np.searchsorted(s1[w], e2[w], side="left") - 1
         ok = k >= 0
@@ -299,7 +307,7 @@ class LdsAddressAnalysis:
             return "unknown"
         if not same_wave:
             fa, fb = fa.union_waves(), fb.union_waves()
-        hits = [_meet(pa, pb) for pa in fa.alts for pb in fb.alts]
+        hits = [_meet(pa, pb, ba, bb) for pa, ba in zip(fa.alts, fa.box) for pb, bb in zip(fb.alts, fb.box)]
         if not any(hits):
             return "disjoint"
         return "overlap" if len(hits) == 1 else "unknown"

@@ -259,14 +259,13 @@ def srcc_regs(p: Instruction) -> frozenset:
     return _slot_regs(p, "vdst" if is_smfmac(p) else "src2")
 
 
-RELATIONS: dict[str, Callable[[Instruction, frozenset], bool]] = {
-    "writes": lambda p, r: bool(p.writes & r),
-    "dst": lambda p, r: bool(mfma_dst(p) & r),
-    "srcc": lambda p, r: bool(srcc_regs(p) & r),
-    "store_data": lambda p, r: bool(store_data(p) & r),
-    "fwd_dst": lambda p, r: bool(forwarded_dst(p) & r),
-    "any": lambda p, r: True,
+# the producer registers each relation compares with the consumer's (None: any producer matches)
+RELATION_REGS: dict[str, Callable[[Instruction], frozenset | None]] = {
+    "writes": lambda p: p.writes, "dst": mfma_dst, "srcc": srcc_regs, "store_data": store_data,
+    "fwd_dst": forwarded_dst, "any": lambda p: None,
 }
+RELATIONS: dict[str, Callable[[Instruction, frozenset], bool]] = {
+    k: (lambda f: lambda p, r: (lambda x: x is None or bool(x & r))(f(p)))(f) for k, f in RELATION_REGS.items()}
 
 
 # ---- distances ----------------------------------------------------------------------------

@@ -138,42 +138,58 @@ def _suffices(o: Op, after_by_ctr: dict) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What the analysis asks of one instruction, worked out once."""
+    wait: Waitcnt | None
+    op: Op | None
+    reads: frozenset            # registers read, plus LDS for a DS read
+    writes: frozenset           # registers written, plus LDS for a DS write
+    barrier: bool
+
+
+def facts(ins: Instruction, idx: int) -> Facts:
+    w = None
+    if ins.name == "s_waitcnt":
+        w = ins.operands[0] if ins.operands and isinstance(ins.operands[0], Waitcnt) else Waitcnt()
+    reads = frozenset(ins.reads) | ({LDS} if reads_lds(ins) else frozenset())
+    writes = frozenset(r for r in ins.writes if r[0] in ("v", "a", "s"))
+    if touches_lds(ins) and not reads_lds(ins):
+        writes |= {LDS}                                  # ds_write after a DMA to LDS
+    return Facts(w, mem_op(ins, idx), reads, writes, ins.name == "s_barrier")
+
+
 class WaitcntAnalysis:
     def __init__(self, items: list, cfg: CFG | None = None):
         self.items = items
         self.cfg = cfg or build_cfg(items)
+        self.facts = {i: facts(items[i], i) for b in self.cfg.blocks for i in b.insts}
 
     def step(self, state: dict, idx: int, ins: Instruction, report=None) -> dict:
-        if ins.name == "s_waitcnt":
-            w = ins.operands[0] if ins.operands else None
-            if isinstance(w, Waitcnt):
-                return _wait(state, w)
-            return state
-        if report is not None:
-            self._consume(state, idx, ins, report)
-        op = mem_op(ins, idx)
-        if op is not None:
-            state = _issue(state, op)
+        f = self.facts[idx]
+        if f.wait is not None:
+            return _wait(state, f.wait)
+        if report is not None and state:
+            self._consume(state, idx, ins, f, report)
+        if f.op is not None:
+            state = _issue(state, f.op)
         return state
 
-    def _consume(self, state: dict, idx: int, ins: Instruction, report) -> None:
-        reads = set(ins.reads)
-        op_self = mem_op(ins, idx)
+    def _consume(self, state: dict, idx: int, ins: Instruction, f: Facts, report) -> None:
+        op_self = f.op
         by_op: dict[Op, dict] = {}
         every: dict[Op, bool] = {}
         for (o, ctr), (lo, _, ev) in state.items():
             by_op.setdefault(o, {})[ctr] = lo
             every[o] = every.get(o, True) and ev
         for o, afters in by_op.items():
-            raw = o.writes & (reads | {LDS}) if reads_lds(ins) else o.writes & reads
-            waw = o.writes & {r for r in ins.writes if r[0] in ("v", "a", "s")}
-            if touches_lds(ins) and not reads_lds(ins):
-                waw |= o.writes & {LDS}                             # ds_write after a DMA to LDS
+            raw = o.writes & f.reads
+            waw = o.writes & f.writes
             if waw and op_self is not None and op_self.ordered and o.ordered and op_self.cls == o.cls:
                 waw = set()     # same in-order queue: the later write lands last
             if raw or waw:
                 report(idx, ins, o, afters, "raw" if raw else "waw", raw or waw, every[o])
-        if ins.name == "s_barrier":
+        if f.barrier:
             for o in by_op:
                 if o.lds_write:
                     report(idx, ins, o, by_op[o], "barrier", {LDS}, every[o])

@@ -49,11 +49,11 @@ class Instruction:
     def lookup(self) -> tables.Lookup:
         return tables.lookup(self.mnemonic)
 
-    @property
+    @cached_property      # derived from the cached lookup: fixed for the instruction's life
     def info(self) -> dict:
         return self.lookup.info
 
-    @property
+    @cached_property
     def name(self) -> str:
         """Canonical mnemonic without encoding suffix (what the instruction *is*)."""
         return self.lookup.canonical
@@ -62,11 +62,11 @@ class Instruction:
     def suffix(self) -> str:
         return self.lookup.suffix
 
-    @property
+    @cached_property
     def unit(self) -> str:
         return self.info["unit"]
 
-    @property
+    @cached_property
     def family(self) -> str:
         return self.info["family"]
 
