@@ -277,6 +277,10 @@ class LdsAddressAnalysis:
             return tuple((m & 0x3FFFF) + off + self.lane * step for m in m0)
         return self._val(env, ins.operand("addr"))
 
+    def starts(self, i: int) -> tuple | None:
+        """Per-thread first byte item i accesses, one int64 array per alternative (None: unknown)."""
+        return self._addr.get(i)
+
     def footprint(self, i: int) -> Footprint | None:
         if i not in self.foot:
             starts, ins = self._addr.get(i), self.items[i]

@@ -43,7 +43,7 @@ LIMIT = {"vm": 63, "lgkm": 15}
 LDS = ("lds", 0)     # pseudo-register: LDS bytes written by a DMA
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)     # one Op per instruction (Facts): identity is equality, and hashes fast
 class Op:
     index: int               # item index of the memory instruction
     counters: tuple          # ("vm",), ("lgkm",) or ("vm", "lgkm")

@@ -1,0 +1,172 @@
+"""LDS address analysis (flyasm/check/ldsaddr.py): each modelled instruction against a formula
+written here, DMA and DS footprints, wave-by-wave and cross-wave relations, loop-rotated buffers,
+and what the wait-counter checker makes of them (error / unproven / nothing)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from flyasm.check import check_program
+from flyasm.check.cfg import program_from_lines
+from flyasm.check.ldsaddr import LdsAddressAnalysis
+
+M = 0xFFFFFFFF
+BLOCK = 256                      # 4 waves
+TID = list(range(BLOCK))
+
+
+def s24(x):
+    x &= 0xFFFFFF
+    return x - (1 << 24) if x & 0x800000 else x
+
+
+# name -> formula on Python ints (a: thread id, b, c: SGPR constants); written from the ISA text
+VALU = {
+    "v_add_u32": lambda a, b: a + b, "v_sub_u32": lambda a, b: a - b, "v_subrev_u32": lambda a, b: b - a,
+    "v_mul_lo_u32": lambda a, b: a * b, "v_mul_u32_u24": lambda a, b: (a % 2**24) * (b % 2**24),
+    "v_mul_i32_i24": lambda a, b: s24(a) * s24(b),
+    "v_lshlrev_b32": lambda a, b: b << (a % 32), "v_lshrrev_b32": lambda a, b: b >> (a % 32),
+    "v_and_b32": lambda a, b: a & b, "v_or_b32": lambda a, b: a | b, "v_xor_b32": lambda a, b: a ^ b,
+    "v_min_u32": min, "v_max_u32": max,
+}
+VALU3 = {
+    "v_lshl_add_u32": lambda a, b, c: ((a << (b % 32)) & M) + c, "v_add_lshl_u32": lambda a, b, c: ((a + b) & M) << (c % 32),
+    "v_lshl_or_b32": lambda a, b, c: ((a << (b % 32)) & M) | c, "v_and_or_b32": lambda a, b, c: (a & b) | c,
+    "v_or3_b32": lambda a, b, c: a | b | c, "v_add3_u32": lambda a, b, c: a + b + c,
+    "v_bfe_u32": lambda a, b, c: (a >> (b % 32)) & ((1 << (c % 32)) - 1),
+    "v_mad_u32_u24": lambda a, b, c: (a % 2**24) * (b % 2**24) + c,
+}
+SALU = {
+    "s_add_u32": lambda a, b: a + b, "s_sub_u32": lambda a, b: a - b, "s_mul_i32": lambda a, b: a * b,
+    "s_lshl_b32": lambda a, b: a << (b % 32), "s_lshr_b32": lambda a, b: a >> (b % 32),
+    "s_and_b32": lambda a, b: a & b, "s_or_b32": lambda a, b: a | b, "s_xor_b32": lambda a, b: a ^ b,
+    "s_lshl2_add_u32": lambda a, b: (a << 2) + b, "s_min_u32": min, "s_max_u32": max,
+}
+
+
+def analyse(lines, block=BLOCK):
+    items = program_from_lines(lines + ["s_endpgm"])
+    return items, LdsAddressAnalysis(items, block)
+
+
+def read_addr(lines, block=BLOCK):
+    """The analysed per-thread address of a final `ds_read_b32 v9, v5`."""
+    items, a = analyse(lines + ["ds_read_b32 v9, v5"], block)
+    return a.starts(len(items) - 2)
+
+
+consts = st.integers(0, M)
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(sorted(VALU)), b=consts)
+def test_valu_two_operand(name, b):
+    got = read_addr([f"s_mov_b32 s2, 0x{b:x}", f"{name} v5, v0, s2"])
+    assert got is not None and len(got) == 1
+    assert got[0].tolist() == [VALU[name](t, b) & M for t in TID]
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(sorted(VALU3)), b=consts, c=consts)
+def test_valu_three_operand(name, b, c):
+    got = read_addr([f"s_mov_b32 s2, 0x{b:x}", f"s_mov_b32 s3, 0x{c:x}", f"{name} v5, v0, s2, s3"])
+    assert got[0].tolist() == [VALU3[name](t, b, c) & M for t in TID]
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(sorted(SALU)), b=consts)
+def test_salu_on_wave_id(name, b):
+    # s4 = wave id (first lane's v0 >> 6), then the SALU op, then broadcast to every lane
+    got = read_addr(["v_lshrrev_b32 v1, 6, v0", "v_readfirstlane_b32 s4, v1", f"s_mov_b32 s2, 0x{b:x}",
+                     f"{name} s5, s4, s2", "v_mov_b32 v5, s5"])
+    assert got[0].tolist() == [SALU[name](t // 64, b) & M for t in TID]
+
+
+def test_lane_id_from_mbcnt_and_packed_workitem_ids():
+    got = read_addr(["v_mbcnt_lo_u32_b32 v5, -1, 0", "v_mbcnt_hi_u32_b32 v5, -1, v5"])
+    assert got[0].tolist() == [t % 64 for t in TID]
+    # a (16, 8) block: v0 packs x | y << 10; y = v0 >> 10 & 0x3ff
+    got = read_addr(["v_lshrrev_b32 v1, 10, v0", "v_and_b32 v5, 0x3ff, v1"], block=(16, 8))
+    assert got[0].tolist() == [t // 16 for t in range(128)]
+
+
+def test_cselect_gives_two_alternatives_and_a_load_gives_unknown():
+    got = read_addr(["s_cmp_eq_u32 s0, 0", "s_cselect_b32 s4, 0x100, 0x2000", "v_lshl_add_u32 v5, v0, 2, s4"])
+    assert sorted(a.tolist()[:2] for a in got) == [[0x100, 0x104], [0x2000, 0x2004]]
+    assert read_addr(["global_load_dword v5, v[2:3], off", "s_waitcnt vmcnt(0)"]) is None
+    assert read_addr(["v_lshlrev_b32 v5, 2, v0"], block=None) is None        # no block shape: no ids
+
+
+def test_partial_exec_makes_a_vgpr_write_unknown():
+    assert read_addr(["v_cmpx_gt_u32 vcc, 7, v0", "v_lshlrev_b32 v5, 2, v0"]) is None
+    assert read_addr(["v_cmpx_gt_u32 vcc, 7, v0", "s_mov_b64 exec, -1", "v_lshlrev_b32 v5, 2, v0"]) is not None
+
+
+def test_ds_and_dma_footprints_and_relations():
+    # DMA: lane L of wave w writes 16 bytes at m0 = 0x1000 * w, + offset 16 + 16 L (notes §3.3)
+    lines = ["v_lshrrev_b32 v1, 6, v0", "v_readfirstlane_b32 s4, v1", "s_lshl_b32 s5, s4, 12",
+             "s_mov_b32 m0, s5", "s_nop 0", "buffer_load_dwordx4 v2, s[8:11], 0 offen offset:16 lds",
+             "v_and_b32 v6, 63, v0",
+             "v_lshl_add_u32 v5, v1, 12, 16",         # this wave's first byte of the DMA
+             "v_xor_b32 v7, 1, v1", "v_lshlrev_b32 v7, 12, v7",     # the neighbour wave's buffer
+             "ds_read2_b32 v[10:11], v5 offset0:0 offset1:255",      # bytes +0 and +1020: inside
+             "ds_read_b32 v12, v5 offset:4096",                      # the next wave's first byte
+             "ds_read_b128 v[12:15], v7 offset:32",                  # the neighbour's buffer
+             "ds_write_b32 v9, v12"]                                  # v9 never set: unknown
+    items, a = analyse(lines)
+    dma = 5
+    r2, r1, nb, wr = range(10, 14)
+    assert a.relation(dma, r2) == "overlap"
+    assert a.relation(dma, r1) == "disjoint" and a.relation(dma, r1, same_wave=False) == "overlap"
+    assert a.relation(dma, nb) == "disjoint" and a.relation(dma, nb, same_wave=False) == "overlap"
+    assert a.relation(dma, wr) == "unknown"
+    f = a.footprint(dma)
+    (s, e, _), = f.alts
+    for w in range(4):
+        assert s[w].tolist() == [0x1000 * w + 16 + 16 * lane for lane in range(64)]
+        assert (e[w] - s[w]).tolist() == [16] * 64
+
+
+LOOP = ["s_mov_b32 s20, 0", "s_mov_b32 s21, 0x1000", "v_lshlrev_b32 v1, 2, v0",
+        "v_and_b32 v1, 0xff, v1", "s_mov_b32 s30, 0",
+        "L:",
+        "s_mov_b32 m0, s21", "s_nop 0", "buffer_load_dword v2, s[8:11], 0 offen lds",   # fill 'next'
+        "v_add_u32 v3, s20, v1", "ds_read_b32 v4, v3",                                   # read 'cur'
+        "s_waitcnt vmcnt(0)", "s_barrier",
+        "s_mov_b32 s22, s20", "s_mov_b32 s20, s21", "s_mov_b32 s21, s22",               # swap buffers
+        "s_add_u32 s30, s30, 1", "s_cmp_lt_u32 s30, s31", "s_cbranch_scc1 L"]
+
+
+def test_loop_rotated_buffers_are_alternatives():
+    items, a = analyse(LOOP, block=64)
+    dma = items.index(next(i for i in items if getattr(i, "name", "") == "buffer_load_dword"))
+    assert sorted(x[0] for x in a.starts(dma)) == [0, 0x1000]
+    # swapped registers are tracked apart (non-relational): the read may be either buffer
+    assert a.relation(dma, dma + 2) == "unknown"
+
+
+def findings(lines, block=64):
+    return [(f.rule, f.severity) for f in check_program(program_from_lines(lines), block=block)]
+
+
+def test_waitcnt_verdicts_follow_the_ranges():
+    base = ["s_mov_b32 m0, 0", "s_nop 0", "buffer_load_dword v2, s[8:11], 0 offen lds", "v_lshlrev_b32 v3, 2, v0"]
+    assert findings(base + ["ds_read_b32 v4, v3 offset:256", "s_waitcnt vmcnt(0) lgkmcnt(0)", "s_endpgm"]) == []
+    assert findings(base + ["ds_read_b32 v4, v3 offset:252", "s_waitcnt vmcnt(0) lgkmcnt(0)", "s_endpgm"]) == [
+        ("lds_dma_read", "error")]
+    assert findings(base + ["ds_read_b32 v4, v9", "s_waitcnt vmcnt(0) lgkmcnt(0)", "s_endpgm"]) == [
+        ("lds_dma_read", "unproven")]
+    # a barrier: another wave's read up to the next barrier counts; the wave's own range does not matter
+    assert findings(base + ["s_barrier", "ds_read_b32 v4, v3", "s_waitcnt vmcnt(0) lgkmcnt(0)", "s_endpgm"],
+                    block=128) == [("lds_write_before_barrier", "error"), ("lds_dma_read", "error")]
+    assert findings(base + ["s_barrier", "ds_read_b32 v4, v3 offset:256", "s_waitcnt vmcnt(0) lgkmcnt(0)",
+                            "s_endpgm"], block=128) == []
+
+
+def test_a_dma_in_flight_on_some_paths_only_is_unproven():
+    # the DMA is waited for on one arm of the diamond only: the ranges meet, but not on every path
+    lines = ["s_mov_b32 m0, 0", "s_nop 0", "buffer_load_dword v2, s[8:11], 0 offen lds", "v_lshlrev_b32 v3, 2, v0",
+             "s_cmp_eq_u32 s0, 0", "s_cbranch_scc1 SKIP", "s_waitcnt vmcnt(0)", "SKIP:",
+             "ds_read_b32 v4, v3", "s_waitcnt vmcnt(0) lgkmcnt(0)", "s_endpgm"]
+    assert findings(lines) == [("lds_dma_read", "unproven")]
+    lines.remove("s_waitcnt vmcnt(0)")
+    assert findings(lines) == [("lds_dma_read", "error")]
