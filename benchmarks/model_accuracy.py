@@ -166,7 +166,8 @@ def main(argv=None) -> int:
         report("attention cross-validation over seqlen: fit on GEMMs + two seqlens, score the third", att, cv)
     if a.write_params:
         P.STORE.write_text(json.dumps({"params": {n: getattr(fitted, n) for n in P.FITTED},
-                                       "fitted_on": [str(t) for t in a.tables], "rows": len(rows)}, indent=1) + "\n")
+                                       "fitted_on": [str(t) for t in a.tables], "rows": len(rows),
+                                       "limits": a.limit_table}, indent=1) + "\n")
         print(f"wrote {P.STORE}")
     return 0
 
