@@ -139,10 +139,10 @@ def columns_of(rows: list[dict]) -> list[str]:
     return list(NAME_COLUMNS) + aiter + extra + list(TAIL_COLUMNS)
 
 
-def manifest_text(rows: list[dict]) -> str:
-    cols = columns_of(rows)
+def manifest_text(rows: list[dict], columns=None) -> str:
+    cols = list(columns) if columns else columns_of(rows)
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n", restval="")
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n", restval="", extrasaction="ignore")
     w.writeheader()
     for r in rows:
         w.writerow(r)
@@ -244,9 +244,25 @@ def build_set(spec: str, out_dir, *, jobs: int | None = None, manifest: str | No
         by_co[b.row["co_name"]] = b
     for b in builds:
         atomic_write(out / b.row["co_name"], b.co)
-    mpath = out / (manifest or f"{path.stem}.csv")
-    atomic_write(mpath, manifest_text([b.row for b in builds]))
+    mpath = out / (manifest or getattr(mod, "MANIFEST", None) or f"{path.stem}.csv")
+    rows = [b.row for b in builds]
+    columns = getattr(mod, "MANIFEST_COLUMNS", None)
+    if columns:
+        # the CSV keeps only the declared columns (aiter's codegen pastes every column into C++);
+        # the full rows (block, params, extra columns) go to the sidecar the Dispatcher reads
+        missing = [c for c in columns if c not in columns_of(rows)]
+        if missing:
+            raise DispatchError(f"{path.name}: MANIFEST_COLUMNS lists {', '.join(missing)}, which no manifest_row() fills")
+        atomic_write(mpath, manifest_text(rows, columns))
+        atomic_write(sidecar_path(mpath), json.dumps(rows, indent=1, sort_keys=True) + "\n")
+    else:
+        atomic_write(mpath, manifest_text(rows))
     return SetResult(out, mpath, builds, time.perf_counter() - t0)
+
+
+def sidecar_path(manifest: Path) -> Path:
+    """Where build_set keeps the full rows of a manifest restricted to MANIFEST_COLUMNS."""
+    return Path(manifest).with_suffix(".flyasm.json")
 
 
 # ---- selecting and launching -------------------------------------------------------------------
@@ -305,6 +321,16 @@ class Dispatcher:
             reader = csv.DictReader(f)
             self.columns = list(reader.fieldnames or [])
             self.rows = [dict(r) for r in reader]
+        side = sidecar_path(p)
+        if side.is_file():                   # full rows of a restricted (aiter-only-columns) manifest
+            try:
+                full = {r["co_name"]: r for r in json.loads(side.read_text())}
+            except (ValueError, KeyError, TypeError):
+                raise DispatchError(f"{side} is not a list of manifest rows") from None
+            for r in self.rows:
+                extra = full.get(r.get("co_name"), {})
+                r.update({k: v for k, v in extra.items() if k not in r})
+            self.columns += [c for c in columns_of(list(full.values())) if c not in self.columns]
         missing = [c for c in NAME_COLUMNS if c not in self.columns]
         if missing:
             raise DispatchError(f"manifest {p} lacks column(s) {', '.join(missing)} (has {', '.join(self.columns)})")
@@ -380,17 +406,60 @@ def _attention_set_dir() -> Path:
     for p in sorted(list(_ATTN_SET.parent.glob("fa_*.py")) + list(Path(__file__).parent.rglob("*.py"))):
         h.update(p.name.encode() + b"\0" + p.read_bytes())
     out = cache_dir() / "sets" / f"fa_fwd-{h.hexdigest()[:16]}"
-    if not (out / "fa_fwd_set.csv").is_file():
-        build_set(f"{_ATTN_SET}:NATURAL", out, jobs=min(2, os.cpu_count() or 1), progress=True)
+    if not (out / "fmha_fwd.csv").is_file():
+        build_set(str(_ATTN_SET), out, jobs=min(2, os.cpu_count() or 1), progress=True)
     return out
 
 
-def attention(q, k, v, causal: bool = False, scale: float | None = None, *, backend: str = "emu",
+def aiter_fwd_values(q, k, v, out, lse, scale: float, seqstart_q=0, seqstart_k=0, seqlen_q=None, seqlen_k=None,
+                     ts_qo: int = 256, nhead_stride_lse: int | None = None) -> dict:
+    """Values of aiter's fmha_fwd_v3_args fields (kernel argument names of kernels/fa_fwd.py), as
+    aiter's init_fmha_fwd_v3_args sets them for 16-bit q/k/v/o: strides in bytes, s_gqa = Hq/Hkv.
+    Batch mode: q/out [B, Sq, Hq, D] views, k/v [B, Sk, Hkv, D] views (any strides), lse [B, Hq, Sq].
+    Group mode (seqstart_* given): q/out [total_q, Hq, D], k/v [total_k, Hkv, D], lse [Hq, total_q]."""
+    group = not isinstance(seqstart_q, int)
+    es = q.element_size()
+    if group:
+        (sq_, sh_), (kq_, kh_), (vq_, vh_), (oq_, oh_) = (t.stride()[:2] for t in (q, k, v, out))
+        qb = kb = vb = ob = 0
+        hq, hkv = q.shape[1], k.shape[1]
+    else:
+        qb, sq_, sh_ = q.stride()[:3]
+        kb, kq_, kh_ = k.stride()[:3]
+        vb, vq_, vh_ = v.stride()[:3]
+        ob, oq_, oh_ = out.stride()[:3]
+        hq, hkv = q.shape[2], k.shape[2]
+        seqlen_q, seqlen_k = q.shape[1], k.shape[1]
+    d = q.shape[-1]
+    return {"o": out, "q": q, "k": k, "v": v, "lse": lse, "scale": float(scale), "seqlen_q": seqlen_q,
+            "q_ss": sq_ * es, "q_ts": ts_qo * sq_ * es, "q_hs": sh_ * es, "q_bs": qb * es, "gqa": hq // hkv,
+            "k_ss": kq_ * es, "k_hs": kh_ * es, "k_bs": kb * es, "opt": 5, "has_lse": 1, "seqlen_k": seqlen_k,
+            "qk_head_dim": d, "v_head_dim": v.shape[-1], "q_head_num": hq,
+            "v_ss": vq_ * es, "v_hs": vh_ * es, "v_bs": vb * es,
+            "o_ss": oq_ * es, "o_hs": oh_ * es, "o_bs": ob * es,
+            "qseq": seqstart_q, "kseq": seqstart_k, "qseq_pad": seqstart_q, "kseq_pad": seqstart_k,
+            "lse_hs": (lse.stride(-2) if nhead_stride_lse is None else nhead_stride_lse) * 4,
+            "q_descale": 0, "k_descale": 0, "v_descale": 0,
+            "dq_bs": 0, "dq_hs": 0, "dk_bs": 0, "dk_hs": 0, "dv_bs": 0, "dv_hs": 0}
+
+
+def aiter_grid(seqlen_q: int, nhead_q: int, batch: int, ts_qo: int, causal: bool, group: bool = False):
+    """aiter's get_grid_dim on gfx950: tg_div = 2 for a causal call (two Q tiles per workgroup)."""
+    tiles = (-(-seqlen_q // ts_qo) + (1 if causal else 0)) // (2 if causal else 1)
+    return (nhead_q, batch, tiles) if group else (tiles, nhead_q, batch)
+
+
+CAUSAL_KINDS = (False, True, "top_left", "bottom_right")
+
+
+def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str = "emu",
               kernels=None, return_lse: bool = False):
     """Attention forward on torch tensors q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (bf16 or f16, as
-    torch's scaled_dot_product_attention; causal is top-left like its is_causal): selects the kernel
-    from an attention set (`kernels`: manifest/dir/Dispatcher, default see _attention_set_dir) and
-    launches it on `backend`. Returns out [B, Hq, Sq, D] (and lse [B, Hq, Sq] float32)."""
+    torch's scaled_dot_product_attention) through the aiter-convention set (kernels/fa_fwd_set.py:
+    `kernels` is a manifest/dir/Dispatcher, default see _attention_set_dir), launched on `backend`.
+    causal: False; True or "top_left" (torch's is_causal: query i sees keys 0..i); "bottom_right"
+    (CK/aiter mask 2: keys 0..i + Sk - Sq). The two coincide when Sq == Sk, and top-left with
+    Sq != Sk needs a mask-1 kernel in the set. Returns out [B, Hq, Sq, D] (and lse [B, Hq, Sq] float32)."""
     import math
 
     import torch
@@ -398,6 +467,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, *, back
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise DispatchError(f"attention() takes 4-D torch tensors [B, H, S, D]; {name} is "
                                 f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+    if not any(causal is c or (isinstance(c, str) and causal == c) for c in CAUSAL_KINDS):
+        raise DispatchError(f"causal is False, True, 'top_left' or 'bottom_right', not {causal!r}")
     dtypes = {torch.bfloat16: "bf16", torch.float16: "f16"}
     if q.dtype not in dtypes or k.dtype != q.dtype or v.dtype != q.dtype:
         raise DispatchError(f"attention() takes bf16 or f16 q, k, v of one dtype, not {q.dtype}, {k.dtype}, {v.dtype}")
@@ -412,31 +483,38 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, *, back
     else:
         key = str(Path(kernels) if kernels is not None else _attention_set_dir())
         d = _DISPATCHERS.get(key) or _DISPATCHERS.setdefault(key, Dispatcher(key))
-    query = dict(dtype=dtypes[q.dtype], hdim_q=D, hdim_v=D, causal=bool(causal), gqa=Hq // Hkv)
-    if "gqa" not in d.columns and Hq == Hkv:
-        del query["gqa"]                 # an aiter manifest without a gqa column still serves MHA calls
-    e = d.select(**query)
+    if causal is False:
+        mask = MASK_NONE
+    elif causal == "bottom_right" or Sq == Sk:     # equal lengths: top-left is bottom-right (aiter's key)
+        mask = MASK_BOTTOM_RIGHT
+    else:
+        mask = MASK_TOP_LEFT
+    query = dict(dtype=dtypes[q.dtype], hdim_q=D, hdim_v=D, mask=mask, mode=0)
+    try:
+        e = d.select(**query)
+    except DispatchError as err:
+        if mask != MASK_TOP_LEFT:
+            raise
+        raise DispatchError(f"causal=True is top-left (torch) and seqlen_q {Sq} != seqlen_k {Sk}, but the set has "
+                            f"no top-left (mask 1) kernel: pass causal='bottom_right' for aiter's convention "
+                            f"({err})") from None
     ts_qo = int(e.row.get("ts_qo") or 256)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    q, k, v = (t.contiguous() for t in (q, k, v))
+    q, k, v = (t.contiguous() for t in (q, k, v))            # the launcher copies whole buffers
     out = torch.full_like(q, float("nan"))                   # poisoned: the kernel must write every element
     lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
-    es = q.element_size()
-    vals = {"o": out, "q": q, "k": k, "v": v, "lse": lse, "scale": scale, "seqlen_q": Sq, "seqlen_k": Sk,
-            "q_ss": q.stride(2) * es, "q_hs": q.stride(1) * es, "q_bs": q.stride(0) * es,
-            "q_ts": ts_qo * q.stride(2) * es, "gqa": Hq // Hkv,
-            "k_ss": k.stride(2) * es, "k_hs": k.stride(1) * es, "k_bs": k.stride(0) * es,
-            "v_ss": v.stride(2) * es, "v_hs": v.stride(1) * es, "v_bs": v.stride(0) * es,
-            "o_ss": out.stride(2) * es, "o_hs": out.stride(1) * es, "o_bs": out.stride(0) * es,
-            "has_lse": 1, "opt": 0, "qk_head_dim": D, "v_head_dim": D, "q_head_num": Hq}
+    # aiter's layout is [batch, seqlen, nhead, hdim]: pass transposed views, strides say the rest
+    vals = aiter_fwd_values(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), out.transpose(1, 2), lse,
+                            scale, ts_qo=ts_qo)
+    vals.update(o=out, q=q, k=k, v=v)                        # the buffers themselves (the views share them)
     from .codeobj.reader import read_code_object
     co = read_code_object(e.path)
     md = next((kk.metadata for kk in co.kernels if kk.name == e.knl_name), None)
     names = [a.get(".name") for a in (md or {}).get(".args", []) if not a[".value_kind"].startswith("hidden_")]
     unknown = [n for n in names if n not in vals]
     if not names or unknown:
-        raise DispatchError(f"{e.path.name}: kernel arguments {unknown or names} are not attention arguments flyasm knows")
+        raise DispatchError(f"{e.path.name}: kernel arguments {unknown or names} are not aiter attention arguments")
     block = e.block or (512,)
-    grid = (-(-Sq // ts_qo), Hq, B)                          # workgroups (HIP gridDim)
+    grid = aiter_grid(Sq, Hq, B, ts_qo, causal=mask != MASK_NONE)
     e.launch(grid, block, *[vals[n] for n in names], backend=backend)
     return (out, lse) if return_lse else out

@@ -73,14 +73,16 @@ RSRC_WORD3 = 0x00020000        # raw buffer, 32-bit data format (gfx9 V# word 3)
 #  args         s[28:53]       kernel arguments
 #  loop         s[54:62]       tile count, step, kbase, temps, lazy flag, DMA tile offsets, q0
 #  dma_m0       s[64:75]       M0 for every DMA: (K buf0, K buf1, V buf0, V buf1) x 3 chunks
-#  misc         s[76:85]       mask limit, mask SGPR pairs, GQA head, strides x 64
+#  misc         s[76:85]       mask limit, mask SGPR pairs, GQA head, strides x 64, Q tiles, diagonal
+#  aiter        s[86:101]      aiter-only arguments (gqa, heads, LSE head stride, sequence starts),
+#                              Q tile and pass of the paired causal launch, this sequence's starts
 # 12 M0 values, not 5: a DMA instruction fills 1 KiB of consecutive LDS (M0 + 16*lane), so each
 # of the 3 chunks a wave fills per tile, in each of 2 buffers of 2 tensors, has its own M0.
 PLAN_REGIONS = {
     "ids": v[0:1], "lds_addr": v[2:5], "dma_voff": v[6:12], "io_voff": v[13:15], "softmax": v[16:25],
     "tmp": v[26:31], "S": v[32:95], "O": v[96:159], "Q": v[160:191], "KV": v[192:255],
     "sys": s[0:4], "wave": s[5:7], "rsrc": s[8:27], "args": s[28:53], "loop": s[54:63], "dma_m0": s[64:75],
-    "misc": s[76:85],
+    "misc": s[76:85], "aiter": s[86:101],
 }
 PLAN_ALIASES = {"S_ping": ("S", v[32:63]), "S_pong": ("S", v[64:95])}
 
@@ -110,13 +112,20 @@ MASK_LIMIT = s[76]
 MASK_SG = (vcc, s[78:79], s[80:81])
 HK = s[77]
 K_SS64, V_SS64 = s[82], s[83]
+NQT, DIAG = s[84], s[85]             # Q tiles of this sequence; causal diagonal offset (0 or Sk - Sq)
+TILE, PASS, QSTART, KSTART, LSE_ROW = s[98], s[99], s[100], s[101], s[89]
 
+# aiter's fmha_fwd_v3_args (client/aiter_src/fmha_fwd_v3_args.h): 41 fields in 16-byte slots, 656 bytes;
+# strides in bytes, s_gqa = nhead_q / nhead_k, group mode passes cumulative sequence starts.
 AITER_ARGS = [("o", "ptr"), ("q", "ptr"), ("k", "ptr"), ("v", "ptr"), ("lse", "ptr"), ("scale", "f32"),
               ("seqlen_q", "u32"), ("q_ss", "u32"), ("q_ts", "u32"), ("q_hs", "u32"), ("q_bs", "u32"),
               ("gqa", "u32"), ("k_ss", "u32"), ("k_hs", "u32"), ("k_bs", "u32"), ("opt", "u32"),
               ("has_lse", "u32"), ("seqlen_k", "u32"), ("qk_head_dim", "u32"), ("v_head_dim", "u32"),
               ("q_head_num", "u32"), ("v_ss", "u32"), ("v_hs", "u32"), ("v_bs", "u32"), ("o_ss", "u32"),
-              ("o_hs", "u32"), ("o_bs", "u32")]
+              ("o_hs", "u32"), ("o_bs", "u32"), ("qseq", "ptr"), ("kseq", "ptr"), ("lse_hs", "u32"),
+              ("qseq_pad", "ptr"), ("kseq_pad", "ptr"), ("q_descale", "ptr"), ("k_descale", "ptr"),
+              ("v_descale", "ptr"), ("dq_bs", "u32"), ("dq_hs", "u32"), ("dk_bs", "u32"), ("dk_hs", "u32"),
+              ("dv_bs", "u32"), ("dv_hs", "u32")]
 NATURAL_ARGS = [("o", "ptr"), ("q", "ptr"), ("k", "ptr"), ("v", "ptr"), ("lse", "ptr"), ("scale", "f32"),
                 ("seqlen_q", "u32"), ("seqlen_k", "u32"), ("q_ss", "u32"), ("q_hs", "u32"), ("q_bs", "u32"),
                 ("k_ss", "u32"), ("k_hs", "u32"), ("k_bs", "u32"), ("v_ss", "u32"), ("v_hs", "u32"),
@@ -126,31 +135,59 @@ ARG_SGPR = {"o": s[28:29], "q": s[30:31], "k": s[32:33], "v": s[34:35], "lse": s
             "seqlen_q": s[39], "seqlen_k": s[40], "q_ss": s[41], "q_hs": s[42], "q_bs": s[43], "k_ss": s[44],
             "k_hs": s[45], "k_bs": s[46], "v_ss": s[47], "v_hs": s[48], "v_bs": s[49], "o_ss": s[50],
             "o_hs": s[51], "o_bs": s[52], "has_lse": s[53]}
+# ... and the aiter-only ones this kernel reads (s_Ts, s_opt, head dims, descales: see build()).
+AITER_SGPR = {"gqa": s[86], "q_head_num": s[87], "lse_hs": s[88], "qseq": s[90:91], "kseq": s[92:93],
+              "qseq_pad": s[94:95], "kseq_pad": s[96:97]}
+FINITE_NEG = -1e30             # running-max start: a row with no valid key keeps exp2(S - m) = 0, not NaN
 
 
-def reference(q, k, v, causal=False, scale=None):
-    """torch float32 reference: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> (out [B, Hq, Sq, D], lse [B, Hq, Sq])."""
+def reference(q, k, v, causal=False, scale=None, align="top_left"):
+    """torch float32 reference: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] -> (out [B, Hq, Sq, D], lse [B, Hq, Sq]).
+    causal: align="top_left" (torch's is_causal: query i sees keys 0..i) or "bottom_right" (CK/aiter
+    mask 2: query i sees keys 0..i + Sk - Sq). A row that sees no key gives out 0 and lse -inf."""
     import torch
     q, k, v = (t.float() for t in (q, k, v))
     g = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     sc = (q @ k.transpose(-1, -2)) * scale
+    sq, sk = q.shape[2], k.shape[2]
     if causal:
-        keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).tril()
+        diag = sk - sq if align == "bottom_right" else 0
+        keep = torch.ones(sq, sk, dtype=torch.bool).tril(diagonal=diag)
         sc = sc.masked_fill(~keep, float("-inf"))
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    return out, torch.logsumexp(sc, dim=-1)
+    lse = torch.logsumexp(sc, dim=-1)
+    p = torch.softmax(sc, dim=-1).nan_to_num(0.0)          # all-masked rows: softmax NaN -> 0
+    return p @ v, lse
+
+
+def build_name(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, stagger=False,
+               group=False, align=None):
+    """The kernel's symbol: aiter-convention kernels are one per aiter key (GQA and heads at run time)."""
+    align = align or ("bottom_right" if aiter_args else "top_left")
+    if aiter_args:
+        mask = ("_causal" if align == "bottom_right" else "_causal_tl") if causal else ""
+        return f"fa_fwd_hd128_{dtype}{mask}" + ("_group" if group else "") + ("_stagger" if stagger else "")
+    return f"fa_fwd_d128_{dtype}_{'causal' if causal else 'full'}_h{num_heads}kv{num_kv_heads}" + \
+        ("_br" if causal and align == "bottom_right" else "") + ("_stagger" if stagger else "")
 
 
 class _Builder:
     def __init__(self, dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
-                 stagger=False):
+                 stagger=False, group=False, align=None):
         if dtype not in ("bf16", "f16"):
             raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
         if num_heads % num_kv_heads:
             raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+        if group and not aiter_args:
+            raise ValueError("group (varlen) mode takes aiter's arguments (aiter_args=True)")
+        align = align or ("bottom_right" if aiter_args else "top_left")
+        if align not in ("top_left", "bottom_right"):
+            raise ValueError(f"align is 'top_left' or 'bottom_right', not {align!r}")
         self.dtype, self.causal = dtype, causal
+        self.aiter, self.group, self.align = aiter_args, group, align
+        # aiter launches causal calls with tg_div = 2: each workgroup does Q tiles w and n-1-w
+        self.passes = 2 if aiter_args and causal else 1
         self.gqa = num_heads // num_kv_heads
         self.num_heads = num_heads
         self.lazy_rescale, self.setprio, self.q_prescale = lazy_rescale, setprio, q_prescale
@@ -158,8 +195,7 @@ class _Builder:
         self.v_guard = True           # stagger: group B reads V into VGPRs before its 2nd barrier (tests break it)
         self.b_waits = True           # stagger: group B's tighter DMA waits in the loop (tests break it)
         self.b_wait_start = True      # stagger: ... and before its extra barrier (tests break it)
-        name = f"fa_fwd_d128_{dtype}_{'causal' if causal else 'full'}_h{num_heads}kv{num_kv_heads}" + \
-               ("_aiter" if aiter_args else "") + ("_stagger" if stagger else "")
+        name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align)
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS, aliases=PLAN_ALIASES, strict=True)
         self.k = Kernel(name, block=512, lds=160 * 1024 if aiter_args else L.LDS_BYTES,
                         arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
@@ -167,6 +203,9 @@ class _Builder:
         self.mfma = self.k.instr
         self.mfma_name = f"v_mfma_f32_32x32x16_{dtype}"
         self.cvt_pk = f"v_cvt_pk_{dtype}_f32"
+        # workgroup ids: aiter's batch grid (tiles, heads, batch), group grid (heads, batch, tiles)
+        x, y, z = (self.k.workgroup_id(a) for a in "xyz")
+        self.wg_tile, self.wg_head, self.wg_batch = (z, x, y) if group else (x, y, z)
 
     # ---- small helpers ------------------------------------------------------------------------
     def rsrc(self, dst, ptr, terms, rows, row_stride):
@@ -196,65 +235,117 @@ class _Builder:
                               lds=True).lds_buffer = f"{tensor}{buf}"
 
     # ---- prologue -----------------------------------------------------------------------------
-    def prologue(self):
-        k, A = self.k, ARG_SGPR
-        with k.region("args", expect={"smem": len(A)}):
-            names = list(A)
-            for part in (names[:12], names[12:]):
-                for n in part:
+    def load_args(self):
+        k = self.k
+        regs = dict(ARG_SGPR, **(AITER_SGPR if self.aiter else {}))
+        with k.region("args", expect={"smem": len(regs)}):
+            names = list(regs)
+            for i in range(0, len(names), 12):        # at most 12 SMEM loads in flight per wait
+                for n in names[i:i + 12]:
                     load = k.s_load_dwordx2 if self.args[n].type == "ptr" else k.s_load_dword
-                    load(A[n], k.kernarg_ptr, self.args[n].offset)
+                    load(regs[n], k.kernarg_ptr, self.args[n].offset)
                 k.s_waitcnt(lgkmcnt=0)
+        if self.group:
+            self.sequence_bounds()
+
+    def sequence_bounds(self):
+        """Group mode: this batch's lengths from the cumulative starts (ptr_qseq/ptr_kseq), its first
+        rows from the padded starts (ptr_*seq_padding; aiter passes the same array when unpadded)."""
+        k, A, X = self.k, ARG_SGPR, AITER_SGPR
+        with k.region("sequence", expect={"smem": 4}):
+            k.s_lshl_b32(LSE_ROW, self.wg_batch, 2)
+            k.s_load_dwordx2(s[84:85], X["qseq"], LSE_ROW)              # qseq[b], qseq[b+1]
+            k.s_load_dwordx2(s[82:83], X["kseq"], LSE_ROW)
+            for pad, seq in (("qseq_pad", "qseq"), ("kseq_pad", "kseq")):
+                k.s_cmp_lg_u64(X[pad], 0)
+                k.s_cselect_b64(X[pad], X[pad], X[seq])
+            k.s_load_dword(QSTART, X["qseq_pad"], LSE_ROW)
+            k.s_load_dword(KSTART, X["kseq_pad"], LSE_ROW)
+            k.s_waitcnt(lgkmcnt=0)
+            k.s_sub_u32(A["seqlen_q"], s[85], s[84])
+            k.s_sub_u32(A["seqlen_k"], s[83], s[82])
+
+    def kv_head(self):
+        """HK = head / gqa: compiled in (natural arguments) or from s_gqa at run time (aiter)."""
+        k, head = self.k, self.wg_head
+        if self.aiter:
+            # float quotient (exact to +-1 for head < 2^16), then one integer correction each way
+            gqa = AITER_SGPR["gqa"]
+            k.v_cvt_f32_u32(TMP[0], gqa)
+            k.v_rcp_f32(TMP[0], TMP[0])
+            k.v_cvt_f32_u32(TMP[1], head)
+            k.v_mul_f32(TMP[1], TMP[1], TMP[0])
+            k.v_cvt_u32_f32(TMP[1], TMP[1])
+            k.s_nop(0)                                                  # VALU write -> readfirstlane
+            k.v_readfirstlane_b32(HK, TMP[1])
+            k.s_mul_i32(ST0, HK, gqa)
+            k.s_sub_u32(ST0, head, ST0)                                 # remainder, in [-gqa, 2 gqa)
+            k.s_sub_u32(ST1, HK, 1)
+            k.s_cmp_lt_i32(ST0, 0)
+            k.s_cselect_b32(HK, ST1, HK)
+            k.s_add_u32(ST1, HK, 1)
+            k.s_cmp_ge_i32(ST0, gqa)
+            k.s_cselect_b32(HK, ST1, HK)
+        elif self.gqa == 1:
+            k.s_mov_b32(HK, head)
+        elif self.gqa & (self.gqa - 1) == 0:
+            k.s_lshr_b32(HK, head, int(math.log2(self.gqa)))
+        else:
+            k.s_mul_hi_u32(HK, head, -(-(1 << 32) // self.gqa) & 0xFFFFFFFF)   # magic multiply, head < 2^16
+
+    def setup(self):
+        """Everything that does not depend on the Q tile: wave/lane ids, buffer resources, DMA M0s
+        and offsets, LDS read bases."""
+        k, A = self.k, ARG_SGPR
+        head, batch = self.wg_head, self.wg_batch
         with k.region("setup"):
-            wg_q, head, batch = k.workgroup_id("x"), k.workgroup_id("y"), k.workgroup_id("z")
             k.v_readfirstlane_b32(WAVE, v[0])
             k.s_lshr_b32(WAVE, WAVE, 6)                          # wave = tid / 64, uniform
             k.v_and_b32(LANE, 63, v[0])
-            # GQA: kv head = head / gqa (magic multiply, exact for head < 2^16)
-            if self.gqa == 1:
-                k.s_mov_b32(HK, head)
-            elif self.gqa & (self.gqa - 1) == 0:
-                k.s_lshr_b32(HK, head, int(math.log2(self.gqa)))
-            else:
-                k.s_mul_hi_u32(HK, head, -(-(1 << 32) // self.gqa) & 0xFFFFFFFF)
-            # q0 of this wave
-            k.s_lshl_b32(Q0, wg_q, 8)
-            k.s_lshl_b32(ST0, WAVE, 5)
-            k.s_add_u32(Q0, Q0, ST0)
+            self.kv_head()
             # buffer resources; num_records = rows * row stride: rows past the end read 0 / drop stores
-            self.rsrc(RS_Q, A["q"], [(batch, A["q_bs"]), (head, A["q_hs"])], A["seqlen_q"], A["q_ss"])
-            self.rsrc(RS_K, A["k"], [(batch, A["k_bs"]), (HK, A["k_hs"])], A["seqlen_k"], A["k_ss"])
-            self.rsrc(RS_V, A["v"], [(batch, A["v_bs"]), (HK, A["v_hs"])], A["seqlen_k"], A["v_ss"])
-            self.rsrc(RS_O, A["o"], [(batch, A["o_bs"]), (head, A["o_hs"])], A["seqlen_q"], A["o_ss"])
-            # LSE is [B, Hq, Sq] float32: base + ((batch*Hq + head) * Sq) * 4
-            k.s_mul_i32(ST1, batch, self.num_heads)
-            k.s_add_u32(ST1, ST1, head)
-            k.s_mul_i32(ST1, ST1, A["seqlen_q"])
-            k.s_lshl_b32(ST1, ST1, 2)
-            k.s_mov_b32(RS_LSE[0], A["lse"][0])
-            k.s_mov_b32(RS_LSE[1], A["lse"][1])
-            k.s_add_u32(RS_LSE[0], RS_LSE[0], ST1)
-            k.s_addc_u32(RS_LSE[1], RS_LSE[1], 0)
-            k.s_and_b32(RS_LSE[1], RS_LSE[1], 0xFFFF)
-            k.s_lshl_b32(RS_LSE[2], A["seqlen_q"], 2)
-            k.s_mov_b32(RS_LSE[3], RSRC_WORD3)
-            # number of 64-key tiles; causal: none fully above the workgroup's diagonal
-            k.s_add_u32(N_TILES, A["seqlen_k"], 63)
-            k.s_lshr_b32(N_TILES, N_TILES, 6)
-            if self.causal:
-                k.s_lshl_b32(ST0, wg_q, 8)
-                k.s_add_u32(ST0, ST0, 256)
-                k.s_min_u32(ST0, ST0, A["seqlen_q"])
-                k.s_add_u32(ST0, ST0, 63)
-                k.s_lshr_b32(ST0, ST0, 6)
-                k.s_min_u32(N_TILES, N_TILES, ST0)
-                # a tile needs the mask when kbase + 64 > min(seqlen_k, q0 + 1)
-                k.s_add_u32(ST0, Q0, 1)
-                k.s_min_u32(MASK_LIMIT, A["seqlen_k"], ST0)
+            if self.group:                                       # rows of this sequence: start row * stride
+                qb, kb = (QSTART, A["q_ss"]), (KSTART, A["k_ss"])
+                vb, ob = (KSTART, A["v_ss"]), (QSTART, A["o_ss"])
             else:
-                k.s_mov_b32(MASK_LIMIT, A["seqlen_k"])
+                qb, kb, vb, ob = ((batch, A[n]) for n in ("q_bs", "k_bs", "v_bs", "o_bs"))
+            self.rsrc(RS_Q, A["q"], [qb, (head, A["q_hs"])], A["seqlen_q"], A["q_ss"])
+            self.rsrc(RS_K, A["k"], [kb, (HK, A["k_hs"])], A["seqlen_k"], A["k_ss"])
+            self.rsrc(RS_V, A["v"], [vb, (HK, A["v_hs"])], A["seqlen_k"], A["v_ss"])
+            self.rsrc(RS_O, A["o"], [ob, (head, A["o_hs"])], A["seqlen_q"], A["o_ss"])
+            # LSE, float32: natural [B, Hq, Sq] contiguous; aiter batch mode [B, Hq, Sq] with head stride
+            # s_lse_Hs (batch stride Hq * s_lse_Hs: aiter passes none); group mode [Hq, total_q]
+            if self.aiter:
+                X = AITER_SGPR
+                if self.group:
+                    k.s_lshl_b32(LSE_ROW, QSTART, 2)
+                    terms = [(head, X["lse_hs"]), (LSE_ROW, 1)]
+                else:
+                    k.s_mul_i32(LSE_ROW, batch, X["q_head_num"])
+                    k.s_add_u32(LSE_ROW, LSE_ROW, head)
+                    terms = [(LSE_ROW, X["lse_hs"])]
+                self.rsrc(RS_LSE, A["lse"], terms, A["seqlen_q"], 4)
+            else:
+                k.s_mul_i32(ST1, batch, self.num_heads)
+                k.s_add_u32(ST1, ST1, head)
+                k.s_mul_i32(ST1, ST1, A["seqlen_q"])
+                k.s_lshl_b32(ST1, ST1, 2)
+                k.s_mov_b32(RS_LSE[0], A["lse"][0])
+                k.s_mov_b32(RS_LSE[1], A["lse"][1])
+                k.s_add_u32(RS_LSE[0], RS_LSE[0], ST1)
+                k.s_addc_u32(RS_LSE[1], RS_LSE[1], 0)
+                k.s_and_b32(RS_LSE[1], RS_LSE[1], 0xFFFF)
+                k.s_lshl_b32(RS_LSE[2], A["seqlen_q"], 2)
+                k.s_mov_b32(RS_LSE[3], RSRC_WORD3)
             k.s_lshl_b32(K_SS64, A["k_ss"], 6)
             k.s_lshl_b32(V_SS64, A["v_ss"], 6)
+            # Q tiles of this sequence; causal diagonal: query i sees keys <= i + DIAG
+            k.s_add_u32(NQT, A["seqlen_q"], L.BLOCK_Q - 1)
+            k.s_lshr_b32(NQT, NQT, 8)
+            if self.align == "bottom_right":
+                k.s_sub_u32(DIAG, A["seqlen_k"], A["seqlen_q"])
+            else:
+                k.s_mov_b32(DIAG, 0)
             # M0 of every DMA: buffer base + 1 KiB * chunk (chunk = min(wave + 8i, last))
             for tensor, bases, nch in (("k", L.LDS_K, L.K_CHUNKS), ("v", L.LDS_V, L.V_CHUNKS)):
                 for i in range(L.DMA_PER_WAVE):
@@ -304,7 +395,57 @@ class _Builder:
             k.v_add3_u32(V_ADDR[0], V_ADDR[0], TMP[2], TMP[4])
             k.v_add_u32(V_ADDR[1], L.LDS_V[1], V_ADDR[0])
             k.v_add_u32(V_ADDR[0], L.LDS_V[0], V_ADDR[0])
+            k.v_mov_b32(NEG_INF, float("-inf"))
+
+    def select_tile(self):
+        """TILE of this pass, or a jump to .Lpass_end: one pass per workgroup (tile w), or with aiter's
+        causal pairing (tg_div = 2, grid ceil(n/2)) tiles w and n-1-w, the second only when n-1-w > w."""
+        k, w = self.k, self.wg_tile
+        if self.passes == 1:
+            k.s_mov_b32(TILE, w)
+            if self.group:                                   # the grid covers the longest sequence
+                k.s_cmp_ge_u32(TILE, NQT)
+                k.s_cbranch_scc1(k.L(".Lpass_end"))
+            return
+        k.s_sub_u32(TILE, NQT, 1)
+        k.s_sub_u32(TILE, TILE, w)                           # tail tile n-1-w
+        k.s_lshl_b32(ST1, w, 1)
+        k.s_add_u32(ST0, ST1, 1)
+        k.s_cmp_eq_u32(PASS, 0)
+        k.s_cselect_b32(TILE, w, TILE)
+        k.s_cselect_b32(ST0, ST1, ST0)                       # pass 0: valid iff 2w < n; pass 1: 2w+1 < n
+        k.s_cmp_ge_u32(ST0, NQT)
+        k.s_cbranch_scc1(k.L(".Lpass_end"))
+
+    def tile_setup(self):
+        """Per Q tile: first row, key-tile count, mask limits, per-lane Q/O/LSE offsets, softmax state."""
+        k, A = self.k, ARG_SGPR
+        with k.region("tile_setup"):
+            k.s_lshl_b32(Q0, TILE, 8)
+            k.s_lshl_b32(ST0, WAVE, 5)
+            k.s_add_u32(Q0, Q0, ST0)                                    # q0 of this wave
+            # number of 64-key tiles; causal: none fully past the tile's last row's diagonal (>= 1)
+            k.s_add_u32(N_TILES, A["seqlen_k"], 63)
+            k.s_lshr_b32(N_TILES, N_TILES, 6)
+            if self.causal:
+                k.s_lshl_b32(ST0, TILE, 8)
+                k.s_add_u32(ST0, ST0, 256)
+                k.s_min_u32(ST0, ST0, A["seqlen_q"])
+                k.s_add_i32(ST0, ST0, DIAG)
+                k.s_max_i32(ST0, ST0, 1)
+                k.s_add_u32(ST0, ST0, 63)
+                k.s_lshr_b32(ST0, ST0, 6)
+                k.s_min_u32(N_TILES, N_TILES, ST0)
+                # a tile needs the mask when kbase + 64 > min(seqlen_k, q0 + 1 + DIAG) (signed)
+                k.s_add_i32(ST0, Q0, 1)
+                k.s_add_i32(ST0, ST0, DIAG)
+                k.s_min_i32(MASK_LIMIT, A["seqlen_k"], ST0)
+            else:
+                k.s_mov_b32(MASK_LIMIT, A["seqlen_k"])
+            k.s_max_u32(N_TILES, N_TILES, 1)                            # seqlen_k 0: one all-masked tile
             # per-lane query row and the Q / O / LSE offsets (fa_layouts.q_voffset / o_voffset)
+            k.v_and_b32(TMP[0], 31, LANE)
+            k.v_lshlrev_b32(TMP[3], 2, H4)                              # 16 * (lane // 32)
             k.v_add_u32(TMP[0], Q0, TMP[0])                             # q = q0 + lane % 32
             k.v_mul_lo_u32(Q_VOFF, TMP[0], A["q_ss"])
             k.v_add_u32(Q_VOFF, Q_VOFF, TMP[3])
@@ -313,9 +454,8 @@ class _Builder:
             k.v_lshlrev_b32(LSE_VOFF, 2, TMP[0])
             if self.causal:
                 k.v_sub_u32(QLIM, TMP[0], H4)
-                k.v_add_u32(QLIM, 1, QLIM)                               # key valid iff key <= q
-            k.v_mov_b32(NEG_INF, float("-inf"))
-            k.v_mov_b32(M_RUN, float("-inf"))
+                k.v_add3_u32(QLIM, 1, QLIM, DIAG)                        # key valid iff key <= q + DIAG
+            k.v_mov_b32(M_RUN, FINITE_NEG)
             k.v_mov_b32(L_RUN, 0)
             k.v_mov_b32(TMP[5], A["scale"])
             k.v_mul_f32(TMP[5], LOG2E, TMP[5])                          # scale * log2(e)
@@ -499,7 +639,7 @@ class _Builder:
         k = self.k
         skip = f".Lskip_mask_{p}{sfx}"
         k.s_add_u32(ST0, KBASE, 64)
-        k.s_cmp_le_u32(ST0, MASK_LIMIT)
+        k.s_cmp_le_i32(ST0, MASK_LIMIT)                               # signed: bottom-right limits go < 0
         k.s_cbranch_scc1(k.L(skip))
         with k.region("mask", expect={"valu": 64 + (3 if self.causal else 1)}):
             k.s_sub_u32(ST0, ARG_SGPR["seqlen_k"], KBASE)
@@ -584,6 +724,9 @@ class _Builder:
             k.v_permlane32_swap_b32(L_RUN, T0)
             k.v_add_f32(L_RUN, L_RUN, T0)                               # row sum over both lane halves
             k.v_rcp_f32(CORR, L_RUN)
+            k.v_cmp_eq_f32(vcc, 0, L_RUN)                              # a row with no valid key: O = 0
+            k.s_nop(1)
+            k.v_cndmask_b32(CORR, CORR, 0, vcc)
             k.s_nop(8)                                                  # last PV MFMA -> VALU read of O
             for i in range(64):
                 k.v_mul_f32(O[i], CORR, O[i])
@@ -606,8 +749,9 @@ class _Builder:
                 k.v_mul_f32(T0, LN2, T0)                                 # natural-log LSE of scale*S
                 k.s_mov_b32(exec_hi, 0)                                 # lanes 0..31 hold each query once
                 k.buffer_store_dword(T0, LSE_VOFF, RS_LSE, 0, offen=True)
+                if self.passes > 1:
+                    k.s_mov_b32(exec_hi, -1)
             k.label(".Ldone")
-            k.s_endpgm()
 
     def loop(self, group_b=False):
         k, sfx = self.k, "_b" if group_b else ""
@@ -621,7 +765,13 @@ class _Builder:
 
     def build(self):
         k = self.k
-        self.prologue()
+        self.load_args()
+        self.setup()
+        if self.passes > 1:
+            k.s_mov_b32(PASS, 0)
+            k.label(".Lpass")
+        self.select_tile()
+        self.tile_setup()
         if not self.stagger:
             self.loop()
         else:
@@ -638,12 +788,37 @@ class _Builder:
             self.loop(group_b=True)
             k.label(".Lepilogue")
         self.epilogue()
+        if self.group or self.passes > 1:
+            k.label(".Lpass_end")
+        if self.passes > 1:
+            # the second tile reuses LDS and the O/Q registers: stores issued, every wave past its reads
+            k.s_add_u32(PASS, PASS, 1)
+            k.s_cmp_lt_u32(PASS, 2)
+            k.s_cbranch_scc0(k.L(".Lend"))
+            k.s_waitcnt(vmcnt=0)
+            k.s_barrier()
+            k.s_branch(k.L(".Lpass"))
+            k.label(".Lend")
+        k.s_endpgm()
         return k
 
 
 def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, *, lazy_rescale=True,
-          setprio=True, q_prescale=False, stagger=False) -> Kernel:
+          setprio=True, q_prescale=False, stagger=False, group=False, align=None) -> Kernel:
     """The attention forward kernel (see the module docstring for the pipeline and limits).
+
+    aiter_args=True: aiter's calling convention (client/aiter_src/fmha_fwd_v3_args.h, the 656-byte
+    struct, and mha_fwd_v3_host.inc's grid): every field that changes the result is read at run
+    time -- byte strides of q/k/v/o (row, head, batch), s_gqa (num_heads/num_kv_heads are then
+    ignored), s_seq_len / s_kv_seq_len, s_lse and s_lse_Hs (LSE [B, Hq, Sq] with batch stride
+    s_q_head_num * s_lse_Hs; group mode [Hq, total_q]), scale.  Grid (ceil(n_tiles / tg_div), Hq, B);
+    causal launches have tg_div = 2 and each workgroup w does Q tiles w and n-1-w.  group=True is
+    aiter's varlen mode: grid (Hq, B, tiles), rows of sequence b start at ptr_*seq_padding[b] (or
+    ptr_*seq[b]) and it has ptr_*seq[b+1] - ptr_*seq[b] of them.  s_Ts (= 256 * s_Seqs), s_opt (a
+    tuning hint) and the head-dim fields (fixed at 128 here) are not needed.
+    align: the causal diagonal, "top_left" (torch: query i sees keys 0..i) or "bottom_right" (CK
+    mask 2: keys 0..i + Sk - Sq; a query that sees no key gives O = 0, LSE = -inf); the default is
+    bottom_right with aiter_args (aiter's causal key is mask 2), top_left otherwise.
 
     q_prescale=True folds scale*log2(e) into Q when Q is loaded (Q rounded back to bf16/f16);
     the default applies it in the exponent instead, v_fma_f32(S, c, -m) in place of v_sub_f32(S, m):
@@ -676,7 +851,7 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
         before its extra barrier (K_1).  A's waits are the default ones (B reads A's tiles later).
     Group A runs the default loop body; the default kernel's instruction stream is unchanged."""
     return _Builder(dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
-                    stagger).build()
+                    stagger, group, align).build()
 
 
 def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):

@@ -1,11 +1,18 @@
-"""The shipped attention set: every kernels/fa_fwd.py variant aiter-style dispatch needs.
+"""The shipped attention set: a drop-in for aiter's gfx950 fmha_v3_fwd kernels.
 
-    flyasm build-set kernels/fa_fwd_set.py -o out/fa    # .co files + fa_fwd_set.csv
+    flyasm build-set kernels/fa_fwd_set.py -o out/fa    # .co files + fmha_fwd.csv (+ sidecar)
+    ../shared/aiter/client/drop_in.sh out/fa lookup    # aiter's own codegen + lookup accept it
 
-Rows follow aiter's fmha_fwd.csv columns: mask 0 = none, 1 = causal top-left (torch's
-is_causal; fa_fwd's diagonal is query i sees keys 0..i), mode 0 = batch, ts_qo/ts_kv = the
-256-row Q tile and 64-key K/V step of fa_fwd. The kernel depends on the head counts only through
-their ratio, so the `gqa` column (num_heads // num_kv_heads) is what a call is matched on.
+One kernel per aiter key (dtype, hdim_q, hdim_v, mask, mode): every kernel takes aiter's
+656-byte argument struct and grid (kernels/fa_fwd.py build(aiter_args=True)), so GQA ratio, head
+counts, strides and lengths are run-time values. mask 0 = none, 2 = causal bottom-right (CK's
+mask 2, aiter's only causal key on gfx950); mode 0 = batch, 1 = group (varlen). The extra rows
+aiter never asks for (its lookup matches dtype and mask exactly) serve flyasm.attention: f16, and
+mask 1 = causal top-left (torch's is_causal when seqlen_q != seqlen_k).
+
+The CSV holds aiter's ten columns only: aiter's codegen pastes every column into C++ and types it
+from the first row of its union with the gfx942 manifest, so our build parameters (JSON) and
+workgroup size live in the sidecar fmha_fwd.flyasm.json that flyasm.dispatch.Dispatcher reads.
 """
 from __future__ import annotations
 
@@ -15,22 +22,30 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fa_fwd  # noqa: E402
 
-GQA = (1, 2, 4, 8)
-VARIANTS = [dict(dtype=d, causal=c, num_heads=8, num_kv_heads=8 // g, aiter_args=True)
-            for d in ("bf16", "f16") for c in (False, True) for g in GQA]
-# Kernel-argument layout used by flyasm.attention (fa_fwd's natural packing) -- same grid otherwise.
-NATURAL = [dict(p, aiter_args=False) for p in VARIANTS]
-# Three natural-argument variants for quick tests (tests/test_dispatch.py).
-SMALL = [dict(dtype="bf16", causal=False, num_heads=2, num_kv_heads=1, aiter_args=False),
-         dict(dtype="bf16", causal=True, num_heads=1, num_kv_heads=1, aiter_args=False),
-         dict(dtype="f16", causal=False, num_heads=1, num_kv_heads=1, aiter_args=False)]
+MANIFEST = "fmha_fwd.csv"                 # the name aiter's codegen globs for (hsa/<arch>/fmha_v3_fwd/)
+MANIFEST_COLUMNS = ("dtype", "hdim_q", "hdim_v", "mask", "mode", "bf16_cvt", "ts_qo", "ts_kv", "knl_name",
+                    "co_name")            # aiter's gfx950 fmha_fwd.csv header, in its order
+
+KEYS = [dict(dtype="bf16", causal=c, group=g, aiter_args=True) for c in (False, True) for g in (False, True)]
+VARIANTS = KEYS + [dict(p, dtype="f16") for p in KEYS] + \
+    [dict(dtype=d, causal=True, align="top_left", aiter_args=True) for d in ("bf16", "f16")]
+# A quick subset for tests (tests/test_dispatch.py).
+SMALL = [KEYS[0], KEYS[2], dict(dtype="bf16", causal=True, align="top_left", aiter_args=True),
+         dict(KEYS[0], dtype="f16")]
 
 
 def build(**params):
     return fa_fwd.build(**params)
 
 
-def manifest_row(dtype, causal, num_heads, num_kv_heads, aiter_args=False, **_):
-    return dict(dtype=dtype, hdim_q=fa_fwd.L.HEAD_DIM, hdim_v=fa_fwd.L.HEAD_DIM, mask=1 if causal else 0,
-                mode=0, ts_qo=fa_fwd.L.BLOCK_Q, ts_kv=fa_fwd.L.BLOCK_K, gqa=num_heads // num_kv_heads,
-                args="aiter" if aiter_args else "natural")
+def mask_code(causal=False, align=None, **_):
+    if not causal:
+        return 0
+    return 1 if align == "top_left" else 2
+
+
+def manifest_row(dtype, causal=False, group=False, align=None, **params):
+    k = fa_fwd.build_name(dtype=dtype, causal=causal, group=group, align=align, aiter_args=True)
+    return dict(dtype=dtype, hdim_q=fa_fwd.L.HEAD_DIM, hdim_v=fa_fwd.L.HEAD_DIM, mask=mask_code(causal, align),
+                mode=int(bool(group)), bf16_cvt=0, ts_qo=fa_fwd.L.BLOCK_Q, ts_kv=fa_fwd.L.BLOCK_K, knl_name=k,
+                co_name=f"{k}.co")
