@@ -4,7 +4,7 @@ with the predicted columns of `flyasm sweep` beside the measured ones.
     python benchmarks/silicon.py [--shapes B,H,S,D;...] [--causal no|yes|both] [--aiter-dir DIR]
                                  [--warmup 3] [--repeats 20] [--model static] [--json PATH]
 
-Rows: every shape x mask, for ours (fa_fwd.build(aiter_args=True), bf16, grid (ceil(S/256), H, B)) and
+Rows: every shape x mask, for ours (fa_fwd.build(aiter_args=True), bf16, aiter's grid) and
 for every key of aiter's manifest (DIR/fmha_fwd.csv, default /work/shared/aiter/gfx950/fmha_v3_fwd)
 that matches the row (bf16, hdim 128/128, batch mode; mask 0, or 2 = bottom-right causal, the same as
 our top-left when seqlen_q == seqlen_k). aiter's kernel name, code object, grid and kernarg bytes come
@@ -188,7 +188,9 @@ def measure(rt, args, shapes, causals, table) -> None:
             for r in rows:
                 if r["kernel"] == "ours":
                     co, name = r["co"], r["knl_name"]
-                    grid, kernarg = (-(-S // TS_QO), H, B), kernarg_from(ptrs, strides, B, S, S, H, H, D, 2, causal, TS_QO)
+                    tiles = -(-S // TS_QO)                # aiter's grid: causal pairs two Q tiles per workgroup
+                    grid = (-(-tiles // 2) if causal else tiles, H, B)
+                    kernarg = kernarg_from(ptrs, strides, B, S, S, H, H, D, 2, causal, TS_QO)
                 else:
                     d = drop_in_pack(Path(args.aiter_dir), ptrs, B, S, H, H, D, 2 if causal else 0)
                     co, name = (Path(args.aiter_dir) / Path(d["co_name"]).name).read_bytes(), d["knl_name"]

@@ -33,7 +33,7 @@ def main(out_dir: str = "out/demo") -> int:
     # 1. Build the attention set (every variant: llvm-mc + ld.lld; the static wait/hazard checker
     #    must find nothing) into .co files plus an aiter-style CSV manifest.
     from .dispatch import Dispatcher, attention, build_set
-    res = build_set(f"{ROOT / 'kernels' / 'fa_fwd_set.py'}:NATURAL", out / "set", progress=True)
+    res = build_set(f"{ROOT / 'kernels' / 'fa_fwd_set.py'}", out / "set", progress=True)
     print(f"  built and checked {len(res.builds)} variants in {res.wall_s:.1f} s -> {res.manifest.relative_to(ROOT)}:\n")
     print("\n".join("    " + line for line in res.manifest.read_text().splitlines()))
 
@@ -45,9 +45,10 @@ def main(out_dir: str = "out/demo") -> int:
     kk = torch.randn(B, Hkv, Sk, 128).bfloat16()
     vv = torch.randn(B, Hkv, Sk, 128).bfloat16()
     d = Dispatcher(res.manifest)
-    entry = d.select(dtype="bf16", hdim_q=128, hdim_v=128, causal=True, gqa=Hq // Hkv)
+    entry = d.select(dtype="bf16", hdim_q=128, hdim_v=128, mask=2, mode=0)   # Sq == Sk: aiter's mask 2
     print(f"\n  flyasm.attention(q[{B},{Hq},{Sq},128], k/v[{B},{Hkv},{Sk},128], causal=True) selects "
-          f"{entry.knl_name}; emulating {-(-Sq // 256)}x{Hq}x{B} workgroups of 512 threads ...")
+          f"{entry.knl_name}; emulating {(-(-Sq // 256) + 1) // 2}x{Hq}x{B} workgroups of 512 threads "
+          f"(aiter's causal grid: two Q tiles each) ...")
     t = time.perf_counter()
     o, lse = attention(q, kk, vv, causal=True, kernels=d, return_lse=True)
     dt = time.perf_counter() - t

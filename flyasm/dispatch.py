@@ -412,7 +412,7 @@ def _attention_set_dir() -> Path:
 
 
 def aiter_fwd_values(q, k, v, out, lse, scale: float, seqstart_q=0, seqstart_k=0, seqlen_q=None, seqlen_k=None,
-                     ts_qo: int = 256, nhead_stride_lse: int | None = None) -> dict:
+                     ts_qo: int = 256, nhead_stride_lse: int | None = None, causal: bool = False) -> dict:
     """Values of aiter's fmha_fwd_v3_args fields (kernel argument names of kernels/fa_fwd.py), as
     aiter's init_fmha_fwd_v3_args sets them for 16-bit q/k/v/o: strides in bytes, s_gqa = Hq/Hkv.
     Batch mode: q/out [B, Sq, Hq, D] views, k/v [B, Sk, Hkv, D] views (any strides), lse [B, Hq, Sq].
@@ -431,9 +431,10 @@ def aiter_fwd_values(q, k, v, out, lse, scale: float, seqstart_q=0, seqstart_k=0
         hq, hkv = q.shape[2], k.shape[2]
         seqlen_q, seqlen_k = q.shape[1], k.shape[1]
     d = q.shape[-1]
+    opt = 3 if causal and (hq % 8 or seqlen_q > 16384) else 5      # aiter's tune_opt hint (not read by us)
     return {"o": out, "q": q, "k": k, "v": v, "lse": lse, "scale": float(scale), "seqlen_q": seqlen_q,
             "q_ss": sq_ * es, "q_ts": ts_qo * sq_ * es, "q_hs": sh_ * es, "q_bs": qb * es, "gqa": hq // hkv,
-            "k_ss": kq_ * es, "k_hs": kh_ * es, "k_bs": kb * es, "opt": 5, "has_lse": 1, "seqlen_k": seqlen_k,
+            "k_ss": kq_ * es, "k_hs": kh_ * es, "k_bs": kb * es, "opt": opt, "has_lse": 1, "seqlen_k": seqlen_k,
             "qk_head_dim": d, "v_head_dim": v.shape[-1], "q_head_num": hq,
             "v_ss": vq_ * es, "v_hs": vh_ * es, "v_bs": vb * es,
             "o_ss": oq_ * es, "o_hs": oh_ * es, "o_bs": ob * es,
@@ -505,7 +506,7 @@ def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str
     lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
     # aiter's layout is [batch, seqlen, nhead, hdim]: pass transposed views, strides say the rest
     vals = aiter_fwd_values(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), out.transpose(1, 2), lse,
-                            scale, ts_qo=ts_qo)
+                            scale, ts_qo=ts_qo, causal=mask != MASK_NONE)
     vals.update(o=out, q=q, k=k, v=v)                        # the buffers themselves (the views share them)
     from .codeobj.reader import read_code_object
     co = read_code_object(e.path)

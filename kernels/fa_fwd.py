@@ -855,7 +855,7 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
 
 
 def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):
-    """Argument values in the kernel's declared order (strides in bytes)."""
+    """Natural-layout argument values in the kernel's declared order (strides in bytes)."""
     b16 = 2
     vals = {"o": out, "q": q, "k": k, "v": v, "lse": lse, "scale": float(scale),
             "seqlen_q": q.shape[2], "seqlen_k": k.shape[2],
@@ -869,9 +869,10 @@ def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):
 
 
 def run(q, k, v, causal=False, scale=None, backend="emu", kernel=None, aiter_args=False, q_prescale=False,
-        stagger=False, seed=None):
+        stagger=False, seed=None, align=None):
     """Launch on q [B, Hq, Sq, 128], k/v [B, Hkv, Sk, 128] (bf16 or f16, contiguous).
     Returns (out [B, Hq, Sq, 128] in q's dtype, lse [B, Hq, Sq] float32).
+    aiter_args: aiter's struct and grid (causal then defaults to bottom-right, see build()).
     seed (emulator only): random wave interleaving."""
     import torch
     from flyasm.run import launch
@@ -881,11 +882,21 @@ def run(q, k, v, causal=False, scale=None, backend="emu", kernel=None, aiter_arg
         raise ValueError("head dim must be 128")
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     q, k, v = (t.contiguous() for t in (q, k, v))
-    kern = kernel or build(dtype, causal, Hq, k.shape[1], aiter_args, q_prescale=q_prescale, stagger=stagger)
+    kern = kernel or build(dtype, causal, Hq, k.shape[1], aiter_args, q_prescale=q_prescale, stagger=stagger,
+                           align=align)
     out = torch.full_like(q, float("nan"))                      # poisoned
     lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
     res = kern.build()                                           # static checks: zero findings or an error
-    grid = (-(-Sq // 256), Hq, B)                                # workgroups (HIP gridDim)
-    launch(res, grid, (512, 1, 1), *kernel_args(kern, q, k, v, out, lse, scale, causal), backend=backend,
-           kernel=kern.name, **({} if seed is None else {"seed": seed}))
+    if aiter_args:
+        from flyasm.dispatch import aiter_fwd_values, aiter_grid
+        t = lambda x: x.transpose(1, 2)                          # noqa: E731  aiter's [B, S, H, D] views
+        vals = aiter_fwd_values(t(q), t(k), t(v), t(out), lse, scale, causal=causal)
+        vals.update(o=out, q=q, k=k, v=v)
+        grid = aiter_grid(Sq, Hq, B, L.BLOCK_Q, causal=bool(causal))
+        args = [vals[a.name] for a in kern.args]
+    else:
+        grid = (-(-Sq // 256), Hq, B)                            # workgroups (HIP gridDim)
+        args = kernel_args(kern, q, k, v, out, lse, scale, causal)
+    launch(res, grid, (512, 1, 1), *args, backend=backend, kernel=kern.name,
+           **({} if seed is None else {"seed": seed}))
     return out, lse

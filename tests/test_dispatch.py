@@ -227,7 +227,9 @@ def attn_set(tmp_path_factory):
 
 
 @pytest.mark.parametrize("dtype,causal,hq,hkv,sq,sk", [("bf16", False, 4, 2, 70, 100),
-                                                       ("bf16", True, 2, 2, 96, 96),
+                                                       ("bf16", True, 2, 2, 96, 96),       # = bottom-right
+                                                       ("bf16", True, 1, 1, 40, 100),      # top-left kernel
+                                                       ("bf16", "bottom_right", 2, 1, 40, 100),
                                                        ("f16", False, 1, 1, 40, 64)])
 def test_attention_one_line_matches_torch(attn_set, monkeypatch, dtype, causal, hq, hkv, sq, sk):
     import flyasm
@@ -239,7 +241,8 @@ def test_attention_one_line_matches_torch(attn_set, monkeypatch, dtype, causal, 
     q = torch.randn(1, hq, sq, 128).to(tdt)
     k, v = torch.randn(1, hkv, sk, 128).to(tdt), torch.randn(1, hkv, sk, 128).to(tdt)
     out, lse = flyasm.attention(q, k, v, causal=causal, return_lse=True)
-    ref, ref_lse = fa_fwd.reference(q, k, v, causal=causal)
+    ref, ref_lse = fa_fwd.reference(q, k, v, causal=bool(causal),
+                                    align="bottom_right" if causal == "bottom_right" else "top_left")
     assert out.dtype == tdt and out.shape == q.shape
     torch.testing.assert_close(out.float(), ref, atol=ATOL[dtype], rtol=ATOL[dtype])
     torch.testing.assert_close(lse, ref_lse, atol=ATOL[dtype], rtol=0)
@@ -249,14 +252,19 @@ def test_attention_errors_name_what_exists(attn_set):
     import flyasm
     torch = pytest.importorskip("torch")
     d = Dispatcher(attn_set.out_dir)
-    q, k = torch.randn(1, 4, 16, 128).bfloat16(), torch.randn(1, 1, 16, 128).bfloat16()
-    with pytest.raises(DispatchError, match=r"no kernel in fa_fwd_set.csv matches dtype=bf16, hdim_q=128, "
-                                            r"hdim_v=128, mask=0, gqa=4; it has: .*gqa=2"):
-        flyasm.attention(q, k, k, kernels=d)
+    q, k = torch.randn(1, 4, 16, 128).half(), torch.randn(1, 1, 32, 128).half()
+    with pytest.raises(DispatchError, match=r"no kernel in fmha_fwd.csv matches dtype=f16, hdim_q=128, "
+                                            r"hdim_v=128, mask=2, mode=0; it has: .*mask=1"):
+        flyasm.attention(q, k, k, causal="bottom_right", kernels=d)
+    with pytest.raises(DispatchError, match=r"causal=True is top-left \(torch\) and seqlen_q 16 != seqlen_k 32, "
+                                            r"but the set has no top-left \(mask 1\) kernel"):
+        flyasm.attention(q, k, k, causal=True, kernels=d)
+    with pytest.raises(DispatchError, match="causal is False, True, 'top_left' or 'bottom_right', not 'yes'"):
+        flyasm.attention(q, k, k, causal="yes", kernels=d)
     q64 = torch.randn(1, 1, 16, 64).half()
     with pytest.raises(DispatchError, match=r"matches dtype=f16, hdim_q=64"):
         flyasm.attention(q64, q64, q64, kernels=attn_set.manifest)
     with pytest.raises(DispatchError, match="bf16 or f16"):
         flyasm.attention(q.float(), k.float(), k.float(), kernels=d)
     with pytest.raises(DispatchError, match=r"multiple of key/value heads \(3\)"):
-        flyasm.attention(q, torch.randn(1, 3, 16, 128).bfloat16(), torch.randn(1, 3, 16, 128).bfloat16(), kernels=d)
+        flyasm.attention(q, torch.randn(1, 3, 16, 128).half(), torch.randn(1, 3, 16, 128).half(), kernels=d)

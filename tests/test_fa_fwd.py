@@ -42,12 +42,13 @@ def test_variants_build(tmp_path, dtype, causal, aiter_args):
     assert check_kernel(k) == []
     d = k.descriptor()
     assert d["arch_vgprs"] == 256 and d["group_segment_fixed_size"] >= fa_fwd.L.LDS_BYTES
-    if aiter_args:
+    if aiter_args:                              # aiter's fmha_fwd_v3_args: 41 fields in 16-byte slots
         off = {a.name: a.offset for a in k.args}
         assert (off["o"], off["q"], off["lse"], off["scale"], off["seqlen_q"], off["gqa"], off["k_ss"],
-                off["has_lse"], off["seqlen_k"], off["v_ss"], off["o_ss"], off["o_bs"]) == \
-            (0, 16, 64, 80, 96, 176, 192, 256, 272, 336, 384, 416)
-        assert k.kernarg_size == 432
+                off["has_lse"], off["seqlen_k"], off["v_ss"], off["o_ss"], off["o_bs"], off["qseq"], off["kseq"],
+                off["lse_hs"], off["qseq_pad"], off["v_descale"], off["dv_hs"]) == \
+            (0, 16, 64, 80, 96, 176, 192, 256, 272, 336, 384, 416, 432, 448, 464, 480, 544, 640)
+        assert k.kernarg_size == 656
 
 
 def _inputs(b, hq, hkv, sq, sk, dtype, seed):
@@ -56,9 +57,10 @@ def _inputs(b, hq, hkv, sq, sk, dtype, seed):
     return mk(b, hq, sq, 128), mk(b, hkv, sk, 128), mk(b, hkv, sk, 128)
 
 
-def _check(q, k, v, causal, scale=None, aiter_args=False, q_prescale=False):
-    out, lse = fa_fwd.run(q, k, v, causal=causal, scale=scale, aiter_args=aiter_args, q_prescale=q_prescale)
-    ref, ref_lse = fa_fwd.reference(q, k, v, causal=causal, scale=scale)
+def _check(q, k, v, causal, scale=None, aiter_args=False, q_prescale=False, align="top_left"):
+    out, lse = fa_fwd.run(q, k, v, causal=causal, scale=scale, aiter_args=aiter_args, q_prescale=q_prescale,
+                          align=align)
+    ref, ref_lse = fa_fwd.reference(q, k, v, causal=causal, scale=scale, align=align)
     tol = TOL[q.dtype]
     assert not torch.isnan(out).any() and not torch.isnan(lse).any()
     err = (out.float() - ref).abs().max().item()
@@ -89,8 +91,19 @@ def test_bigger_bf16(causal):
 
 
 def test_aiter_argument_layout_runs():
-    q, k, v = _inputs(1, 2, 2, 256, 96, torch.bfloat16, seed=14)
-    _check(q, k, v, True, aiter_args=True)
+    # aiter's struct and grid, causal bottom-right (aiter's mask 2) with seqlen_q > seqlen_k: the
+    # first 160 queries see no key (O = 0), GQA 2 read from s_gqa
+    q, k, v = _inputs(1, 2, 1, 256, 96, torch.bfloat16, seed=14)
+    out, lse = fa_fwd.run(q, k, v, causal=True, aiter_args=True)
+    ref, ref_lse = fa_fwd.reference(q, k, v, causal=True, align="bottom_right")
+    torch.testing.assert_close(out.float(), ref, atol=TOL[q.dtype], rtol=TOL[q.dtype])
+    assert (out[:, :, :160] == 0).all() and torch.isneginf(lse[:, :, :160]).all()
+    torch.testing.assert_close(lse[:, :, 160:], ref_lse[:, :, 160:], atol=1e-4, rtol=0)
+
+
+def test_natural_bottom_right_causal():
+    q, k, v = _inputs(1, 1, 1, 100, 180, torch.bfloat16, seed=16)
+    _check(q, k, v, True, align="bottom_right")
 
 
 def test_lazy_rescale_taken_and_skipped():

@@ -1,0 +1,232 @@
+"""kernels/fa_fwd_set.py as a drop-in for aiter's gfx950 fmha_v3_fwd, judged by aiter's own host code.
+
+`../shared/aiter/client/drop_in.sh SET lookup|pack` runs aiter's manifest codegen, compiles aiter's
+host lookup / init_fmha_fwd_v3_args / get_grid_dim against the generated table, and prints what aiter
+would launch: kernel, grid and the exact 656-byte kernarg. Here every case packs with it (pointer
+values = the emulator's addresses of our buffers), runs the selected .co in the strict emulator on
+those bytes and aiter's grid, and compares with a float32 torch reference (kernels/fa_fwd.reference:
+bottom-right causal = CK mask 2; a query that sees no key -> O = 0, LSE = -inf).
+
+Tolerances (the derivation of tests/test_fa_fwd.py, same arithmetic): bf16 unit roundoff u = 2^-9;
+P is rounded to bf16 before P·V (u relative per term, averaging over keys), O to bf16 at the end
+(u relative, |O| < 1 -> 0.002); exp2/rcp/fp32 MFMA sums add ~1e-6. Below 1e-2: atol = rtol = 1e-2.
+LSE sees no rounding beyond the inputs (scale applied in fp32, fp32 sums, 1-ulp exp2/log2): 1e-4.
+A wrong stride, head, sequence start, tile pairing or diagonal gives O(0.1..1) errors, and an
+unwritten output stays NaN (outputs are poisoned).
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+CLIENT = REPO.parent / "shared" / "aiter" / "client"
+DROP_IN = CLIENT / "drop_in.sh"
+sys.path.insert(0, str(REPO / "kernels"))
+import fa_fwd  # noqa: E402
+
+
+def _why_not() -> str | None:
+    if not DROP_IN.is_file():
+        return f"aiter's host code is not at {CLIENT} (../shared is absent)"
+    try:
+        import pandas  # noqa: F401  (aiter's codegen)
+    except ImportError:
+        return "pandas is not installed (aiter's codegen in drop_in.sh needs it)"
+    if not (list(Path("/usr/lib").glob("llvm-*/bin/clang++")) or shutil.which("clang++") or shutil.which("g++")):
+        return "no C++ compiler for aiter's host code (clang++ from llvm-22, or g++)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+ATOL = RTOL = 1e-2
+LSE_ATOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def kset(tmp_path_factory):
+    from flyasm.dispatch import build_set
+    out = tmp_path_factory.mktemp("fa_set")
+    build_set(f"{REPO / 'kernels' / 'fa_fwd_set.py'}:KEYS", out, jobs=2, progress=False)
+    return out
+
+
+def drop_in(set_dir, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(DROP_IN), str(set_dir), *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+
+
+def pack(set_dir, **kv) -> dict:
+    r = drop_in(set_dir, "pack", *(f"{k}={v}" for k, v in kv.items()))
+    assert r.returncode == 0, r.stderr + r.stdout
+    return json.loads(r.stdout)
+
+
+def test_lookup_resolves_bf16_hd128_keys_to_our_kernels(kset):
+    r = drop_in(kset, "lookup")
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 16, r.stdout + r.stderr
+    want = {"mask 0 mode 0": "fa_fwd_hd128_bf16", "mask 2 mode 0": "fa_fwd_hd128_bf16_causal",
+            "mask 0 mode 1": "fa_fwd_hd128_bf16_group", "mask 2 mode 1": "fa_fwd_hd128_bf16_causal_group"}
+    for key, knl in want.items():
+        line = next(ln for ln in lines if ln.startswith(f"bf16 hdim 128/128 {key} "))
+        assert line.endswith(f"-> {knl} fmha_v3_fwd/{knl}.co ts_qo=256"), line
+    # no resolved key names a missing object or symbol (drop_in.sh prints those lines itself)
+    assert "missing" not in r.stdout and "has no symbol" not in r.stdout
+
+
+def test_codegen_rejects_nothing_and_extra_params_stay_out_of_the_csv(kset):
+    from flyasm.dispatch import Dispatcher
+    header = (kset / "fmha_fwd.csv").read_text().splitlines()[0]
+    assert header == "dtype,hdim_q,hdim_v,mask,mode,bf16_cvt,ts_qo,ts_kv,knl_name,co_name"
+    d = Dispatcher(kset)                                  # sidecar: build parameters for each row
+    e = d.select(dtype="bf16", mask=2, mode=1)
+    assert e.params == {"aiter_args": True, "causal": True, "dtype": "bf16", "group": True}
+    assert e.block == (512,)
+
+
+# ---- running aiter's bytes in the emulator ------------------------------------------------------
+def _bits(t: torch.Tensor) -> np.ndarray:
+    t = t.contiguous()
+    return (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy()
+
+
+def run_aiter_call(set_dir, tensors: dict, **call):
+    """Allocate tensors (name -> torch tensor) in emulator memory, let aiter's host pack a call with
+    their addresses, run the kernel it picks on its grid; returns (pack json, {name: tensor after})."""
+    from flyasm.emu import Memory, load_program, run_program
+    mem = Memory()
+    addr = {}
+    for n, t in tensors.items():
+        a = _bits(t)
+        addr[n] = mem.alloc(a.nbytes, a, n)
+    p = pack(set_dir, **call, **addr)
+    ka = bytes.fromhex(p["kernarg_hex"])
+    assert len(ka) == p["kernarg_size"] == 656
+    buf = np.zeros(1024, np.uint8)                       # runtime kernarg buffers are larger than the struct
+    buf[:len(ka)] = np.frombuffer(ka, np.uint8)
+    kaddr = mem.alloc(buf.size, buf, "kernarg")
+    mem.finalize()
+    co = (Path(set_dir) / p["co_name"].split("/")[-1]).read_bytes()
+    run_program(load_program(co, p["knl_name"]), tuple(p["grid"]), (512, 1, 1), kaddr, mem)
+    after = {}
+    for n, t in tensors.items():
+        a = _bits(t)
+        raw = mem.read(addr[n], a.nbytes).view(a.dtype).reshape(a.shape).copy()
+        r = torch.from_numpy(raw)
+        after[n] = r.view(torch.bfloat16) if t.dtype == torch.bfloat16 else r
+    return p, after
+
+
+def _rand(g, *shape):
+    return torch.randn(*shape, generator=g).bfloat16()
+
+
+def _assert_close(out, lse, ref, ref_lse):
+    assert not torch.isnan(out).any(), "some output rows were never written"
+    torch.testing.assert_close(out.float(), ref, atol=ATOL, rtol=RTOL)
+    if lse is not None:
+        fin = torch.isfinite(ref_lse)
+        assert torch.equal(torch.isfinite(lse), fin), "LSE is -inf exactly where a query sees no key"
+        torch.testing.assert_close(lse[fin], ref_lse[fin], atol=LSE_ATOL, rtol=0)
+
+
+BATCH_CASES = {
+    # name: (batch, hq, hkv, sq, sk, mask, layout)   layout bhsd = [B, H, S, D] via aiter's strides
+    "gqa4_ragged_bhsd": (1, 4, 1, 200, 130, 0, "bhsd"),
+    "gqa8_short": (1, 8, 1, 40, 70, 0, "bshd"),
+    "causal_sk_gt_sq_batch2": (2, 2, 1, 300, 400, 2, "bshd"),
+    "causal_sq_gt_sk_odd_tiles": (1, 1, 1, 520, 300, 2, "bshd"),
+}
+
+
+@pytest.mark.parametrize("case", list(BATCH_CASES))
+def test_batch_mode_against_torch(kset, case):
+    b, hq, hkv, sq, sk, mask, layout = BATCH_CASES[case]
+    g = torch.Generator().manual_seed(sum(map(ord, case)))
+    shape = (lambda s, h: (b, h, s, 128)) if layout == "bhsd" else (lambda s, h: (b, s, h, 128))
+    q, k, v = _rand(g, *shape(sq, hq)), _rand(g, *shape(sk, hkv)), _rand(g, *shape(sk, hkv))
+    o = torch.full(shape(sq, hq), float("nan")).bfloat16()
+    lse = torch.full((b, hq, sq), float("nan"))
+    scale = 0.9 / math.sqrt(128)                         # not the default: the kernel reads `scalar`
+    strides = {}
+    if layout == "bhsd":                                 # element strides (seq, head, batch) as aiter takes them
+        for n, (s_, h_) in (("q", (sq, hq)), ("k", (sk, hkv)), ("v", (sk, hkv)), ("o", (sq, hq))):
+            strides.update({f"stride_{n}": 128, f"nhead_stride_{n}": s_ * 128, f"batch_stride_{n}": h_ * s_ * 128})
+    has_lse = 0 if case == "gqa8_short" else 1
+    p, got = run_aiter_call(kset, dict(q=q, k=k, v=v, o=o, lse=lse), dtype="bf16", batch=b, nhead_q=hq,
+                            nhead_k=hkv, seqlen_q=sq, seqlen_k=sk, mask_type=mask, scale=scale, has_lse=has_lse,
+                            **strides)
+    tiles = -(-sq // 256)
+    assert p["grid"] == [-(-tiles // 2) if mask else tiles, hq, b]
+    to_bhsd = (lambda t: t) if layout == "bhsd" else (lambda t: t.transpose(1, 2))
+    ref, ref_lse = fa_fwd.reference(to_bhsd(q), to_bhsd(k), to_bhsd(v), causal=bool(mask), scale=scale,
+                                    align="bottom_right")
+    _assert_close(to_bhsd(got["o"]), got["lse"] if has_lse else None, ref, ref_lse)
+    if not has_lse:
+        assert torch.isnan(got["lse"]).all(), "s_lse = 0: the LSE buffer is not written"
+
+
+GROUP_CASES = {
+    # name: (hq, hkv, q lengths, k lengths, mask)
+    "three_seqs_gqa2": (2, 1, [100, 300, 37], [70, 260, 129], 0),
+    "causal_three_seqs": (1, 1, [520, 64, 200], [600, 40, 150], 2),
+}
+
+
+@pytest.mark.parametrize("case", list(GROUP_CASES))
+def test_group_mode_against_torch(kset, case):
+    hq, hkv, lq, lk, mask = GROUP_CASES[case]
+    g = torch.Generator().manual_seed(sum(map(ord, case)))
+    sq_starts = torch.tensor(np.concatenate([[0], np.cumsum(lq)]), dtype=torch.int32)
+    sk_starts = torch.tensor(np.concatenate([[0], np.cumsum(lk)]), dtype=torch.int32)
+    tq, tk = sum(lq), sum(lk)
+    q, k, v = _rand(g, tq, hq, 128), _rand(g, tk, hkv, 128), _rand(g, tk, hkv, 128)
+    o = torch.full((tq, hq, 128), float("nan")).bfloat16()
+    lse = torch.full((hq, tq), float("nan"))             # group mode LSE: [nhead, total_q]
+    scale = 1.1 / math.sqrt(128)
+    p, got = run_aiter_call(kset, dict(q=q, k=k, v=v, o=o, lse=lse, seqstart_q=sq_starts, seqstart_k=sk_starts),
+                            dtype="bf16", group=1, batch=len(lq), nhead_q=hq, nhead_k=hkv, seqlen_q=max(lq),
+                            seqlen_k=max(lk), mask_type=mask, scale=scale, nhead_stride_lse=tq,
+                            stride_q=hq * 128, nhead_stride_q=128, batch_stride_q=0,
+                            stride_k=hkv * 128, nhead_stride_k=128, batch_stride_k=0,
+                            stride_v=hkv * 128, nhead_stride_v=128, batch_stride_v=0,
+                            stride_o=hq * 128, nhead_stride_o=128, batch_stride_o=0)
+    tiles = -(-max(lq) // 256)
+    assert p["grid"] == [hq, len(lq), -(-tiles // 2) if mask else tiles]
+    for i in range(len(lq)):
+        qs, ks = slice(int(sq_starts[i]), int(sq_starts[i + 1])), slice(int(sk_starts[i]), int(sk_starts[i + 1]))
+        bh = lambda t: t.permute(1, 0, 2)[None]          # noqa: E731  [S, H, D] -> [1, H, S, D]
+        ref, ref_lse = fa_fwd.reference(bh(q[qs]), bh(k[ks]), bh(v[ks]), causal=bool(mask), scale=scale,
+                                        align="bottom_right")
+        _assert_close(bh(got["o"][qs]), got["lse"][:, qs][None], ref, ref_lse)
+
+
+def test_python_packing_matches_aiter_bytes(kset):
+    """flyasm.attention packs aiter's struct itself (dispatch.aiter_fwd_values): the same bytes."""
+    from flyasm.dispatch import aiter_fwd_values
+    from flyasm.run.args import pack_args, specs_from_kernel
+    kern = fa_fwd.build(aiter_args=True, causal=True)
+    b, hq, hkv, sq, sk = 2, 6, 3, 300, 500
+    q, out = torch.zeros(b, hq, sq, 128).bfloat16(), torch.zeros(b, hq, sq, 128).bfloat16()
+    k, v = torch.zeros(b, hkv, sk, 128).bfloat16(), torch.zeros(b, hkv, sk, 128).bfloat16()
+    lse = torch.zeros(b, hq, sq)
+    ptr = {"q": 0x1000, "k": 0x2000, "v": 0x3000, "o": 0x4000, "lse": 0x5000}
+    vals = aiter_fwd_values(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), out.transpose(1, 2), lse, 0.125,
+                            causal=True)
+    ours = pack_args(specs_from_kernel(kern), [vals[a.name] for a in kern.args], lambda t, s: ptr[s.name],
+                     kern.kernarg_size)
+    p = pack(kset, dtype="bf16", batch=b, nhead_q=hq, nhead_k=hkv, seqlen_q=sq, seqlen_k=sk, mask_type=2,
+             scale=0.125, stride_q=128, nhead_stride_q=sq * 128, batch_stride_q=hq * sq * 128, stride_k=128,
+             nhead_stride_k=sk * 128, batch_stride_k=hkv * sk * 128, stride_v=128, nhead_stride_v=sk * 128,
+             batch_stride_v=hkv * sk * 128, stride_o=128, nhead_stride_o=sq * 128, batch_stride_o=hq * sq * 128,
+             **ptr)
+    assert ours.hex() == p["kernarg_hex"]
