@@ -130,11 +130,13 @@ def _rand(g, *shape):
     return torch.randn(*shape, generator=g).bfloat16()
 
 
-def _assert_close(out, lse, ref, ref_lse):
+def _assert_close(out, lse, ref, ref_lse, what=""):
     assert not torch.isnan(out).any(), "some output rows were never written"
+    fin = torch.isfinite(ref_lse)
+    print(f"\n{what}: max|dO| = {(out.float() - ref).abs().max().item():.2e}"
+          + (f", max|dLSE| = {(lse[fin] - ref_lse[fin]).abs().max().item():.2e}" if lse is not None else ""))
     torch.testing.assert_close(out.float(), ref, atol=ATOL, rtol=RTOL)
     if lse is not None:
-        fin = torch.isfinite(ref_lse)
         assert torch.equal(torch.isfinite(lse), fin), "LSE is -inf exactly where a query sees no key"
         torch.testing.assert_close(lse[fin], ref_lse[fin], atol=LSE_ATOL, rtol=0)
 
@@ -170,7 +172,7 @@ def test_batch_mode_against_torch(kset, case):
     to_bhsd = (lambda t: t) if layout == "bhsd" else (lambda t: t.transpose(1, 2))
     ref, ref_lse = fa_fwd.reference(to_bhsd(q), to_bhsd(k), to_bhsd(v), causal=bool(mask), scale=scale,
                                     align="bottom_right")
-    _assert_close(to_bhsd(got["o"]), got["lse"] if has_lse else None, ref, ref_lse)
+    _assert_close(to_bhsd(got["o"]), got["lse"] if has_lse else None, ref, ref_lse, f"{p['knl_name']} {case}")
     if not has_lse:
         assert torch.isnan(got["lse"]).all(), "s_lse = 0: the LSE buffer is not written"
 
@@ -207,7 +209,7 @@ def test_group_mode_against_torch(kset, case):
         bh = lambda t: t.permute(1, 0, 2)[None]          # noqa: E731  [S, H, D] -> [1, H, S, D]
         ref, ref_lse = fa_fwd.reference(bh(q[qs]), bh(k[ks]), bh(v[ks]), causal=bool(mask), scale=scale,
                                         align="bottom_right")
-        _assert_close(bh(got["o"][qs]), got["lse"][:, qs][None], ref, ref_lse)
+        _assert_close(bh(got["o"][qs]), got["lse"][:, qs][None], ref, ref_lse, f"{p['knl_name']} {case} seq {i}")
 
 
 def test_python_packing_matches_aiter_bytes(kset):
