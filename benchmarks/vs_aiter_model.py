@@ -58,14 +58,15 @@ def predict_ours(causal, stagger, b, hq, hk, s, p):
     def ka(a):
         return AL.fmha_pack(batch=1, nhead_q=1, nhead_k=1, seqlen_q=s0, seqlen_k=s0, **common, **a)["kernarg"]
     n0, nt = -(-s0 // 256), -(-s // 256)
-    if causal:       # tile at relative position r runs r (n - 1) + 1 key tiles
-        def scale(r):
-            return (r * (nt - 1) + 1) / (r * (n0 - 1) + 1)
+    if causal:       # aiter's causal grid (tg_div 2): workgroup w runs Q tiles w and n-1-w, n+1 key tiles
+        scale = (nt + 1) / (n0 + 1)
+        g0, gt = -(-n0 // 2), -(-nt // 2)
     else:
         scale = s / s0
+        g0, gt = n0, nt
     flops = 2.0 * b * hq * s * s * 256 * (0.5 if causal else 1.0)
     dram = 2 * (b * s * hq * 256 + b * s * hk * 256) + 4 * b * hq * s
-    return predict(co, (nt, hq, b), 512, ka, bufs, kernel=k.name, trace_grid=(n0, 1, 1), loop_scale=scale,
+    return predict(co, (gt, hq, b), 512, ka, bufs, kernel=k.name, trace_grid=(g0, 1, 1), loop_scale=scale,
                    dram_bytes=dram, flops=flops, params=p, locs=[i.loc for i in k.stream])
 
 
