@@ -19,7 +19,7 @@ def _dims(x) -> tuple[int, int, int]:
 def run_program(program: Program, grid, block, kernarg_addr: int, memory: Memory, lds: int | None = None,
                 seed: int | None = None, check_inflight: bool = True, max_steps: int = 50_000_000,
                 progress=None, trace: int | None = None, hazards="default", races="default",
-                strict="default", recorder=None, workgroups=None) -> Machine:
+                strict="default", recorder=None, workgroups=None, waive=()) -> Machine:
     """Run every workgroup of a dispatch. `grid` counts workgroups per dimension (HIP's gridDim),
     `block` work-items per workgroup. `workgroups` (optional, a list of (x, y, z) ids inside the
     grid) runs only those, e.g. a timing model's sample; `recorder(m, p, w)` is called before every
@@ -59,7 +59,7 @@ def run_program(program: Program, grid, block, kernarg_addr: int, memory: Memory
             execs.append(v)
             tids.append((tx[64 * k:64 * k + 64] | (ty[64 * k:64 * k + 64] << 10) | (tz[64 * k:64 * k + 64] << 20)))
     m = Machine(program, len(waves), np.array(wg_of), len(wg_list), lds_size, memory, seed, check_inflight,
-                hazards=hazards, races=races, strict=strict, recorder=recorder)
+                hazards=hazards, races=races, strict=strict, recorder=recorder, waive=waive)
     # Initial state (AMDGPUUsage "Initial Kernel Execution State"; notes §5): user SGPRs, then workgroup ids.
     lay = d.user_sgpr_layout()
     if "kernarg_segment_ptr" in lay:

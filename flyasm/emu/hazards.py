@@ -7,7 +7,8 @@ exactly instead of the static worst path. A consumer closer to its producer than
 raises an EmuError naming both instructions, their pcs and the author's Python lines (`.loc`).
 
 Modes: "verify" (LLVM's counting, the default), "strict" (ISA wording: only VALU and s_nop count,
-ISA-only rows on), None/False (off). The search semantics follow `check.hazards.HazardAnalysis`:
+ISA-only rows on), "report" (verify's counting; every distinct hazard is listed in the run's
+report and the run goes on, flyasm/emu/report.py), None/False (off). The search semantics follow `check.hazards.HazardAnalysis`:
 rules sharing a (group, operand) key share one backward search, the nearest producer matching any
 rule of the group decides, and a key expires once the distance reaches the largest wait count of
 its rules. Not modelled: the soft-clause (XNACK replay) rule, which is not a wait-state hazard.
@@ -68,9 +69,11 @@ class _Consumer:
 
 
 class HazardTracker:
-    def __init__(self, program, n_waves: int, mode: str = "verify"):
+    def __init__(self, program, n_waves: int, mode: str = "verify", report=None, wg_of=None):
         if mode not in MODES:
-            raise ValueError(f"hazards is one of {MODES} or None, not {mode!r}")
+            raise EmuError(f"hazards is one of {MODES}, 'report' or None, not {mode!r}")
+        self.report = report          # a flyasm.emu.report.Report, or None: the first hazard raises
+        self.wg_of = wg_of
         self.program = program
         self.insts = program.insts
         self.strict = mode == "strict"
@@ -190,21 +193,26 @@ class HazardTracker:
                 if k in pending and d < limits[k]:
                     pending.discard(k)
                     if need > d:
-                        self._raise(p, pi, d, need, rule, self._first_wave(who))
+                        self._raise(p, pi, d, need, rule, who)
             if not pending:
                 break
             d += ws[pi]
 
-    def _raise(self, ci, pi, dist, need, rule, wave):
+    def _raise(self, ci, pi, dist, need, rule, who):
         from ..check.hazards import nops_for
         from .machine import where
         c, pr = self.insts[ci], self.insts[pi]
+        wave = self._first_wave(who)
         unit = "VALU/s_nop wait states" if self.strict else "wait states"
         row = f"row {rule.row}" if rule.row is not None else "no row"
         nops = " + ".join(i.text() for i in nops_for(need - dist))
-        who = f" (wave {wave})" if wave is not None else ""
-        raise EmuError(f"hazard{who}: {where(c)} executes {dist} {unit} after {where(pr)} but "
-                       f"{rule.title} needs {need} (notes §4.2 {row}, {rule.source}); add {nops} before it")
+        msg = (f"hazard{f' (wave {wave})' if wave is not None else ''}: {where(c)} executes {dist} {unit} after "
+               f"{where(pr)} but {rule.title} needs {need} (notes §4.2 {row}, {rule.source}); add {nops} before it")
+        if self.report is None:
+            raise EmuError(msg)
+        n = self.W if who is None else (self.count[who[0]] if who[1] is None else len(who[1]))
+        w0 = 0 if wave is None else wave
+        self.report.hit("hazard", rule.id, c, pr, w0, int(self.wg_of[w0]), n, msg)
 
 
 # ---- emulator fidelity options ------------------------------------------------------------------
@@ -217,8 +225,9 @@ class options:
         with flyasm.emu.hazards.options(hazards=None, races=False, strict=False):
             launch(...)
 
-    hazards: "verify" (LLVM wait-state counting, default), "strict" (ISA: only VALU/s_nop count) or
-    None (off). races: LDS race detection between barriers. strict: ISA-required conditions raise
+    hazards: "verify" (LLVM wait-state counting, default), "strict" (ISA: only VALU/s_nop count),
+    "report" (verify's counting, listed instead of raised) or None (off). races: LDS race detection
+    between barriers (True), "report" or False. strict: ISA-required conditions raise
     (partial EXEC for MFMA / ds_read_*_tr / permlane swap, DS alignment, LDS-DMA beyond the
     allocation); strict="unaligned" keeps the rest but allows unaligned DS access (unaligned mode).
     Machine(..., hazards=, races=, strict=) overrides these per run."""
@@ -244,17 +253,24 @@ class options:
         OPTIONS.update(self.saved)
 
 
-def setup_fidelity(m, hazards="default", races="default", strict="default"):
-    """Attach the fidelity checks to a Machine (called from Machine.__init__)."""
+def setup_fidelity(m, hazards="default", races="default", strict="default", waive=()):
+    """Attach the fidelity checks and their violation report to a Machine (from Machine.__init__)."""
+    from .report import REPORT, Report
     hazards = OPTIONS["hazards"] if hazards == "default" else hazards
     races = OPTIONS["races"] if races == "default" else races
     strict = OPTIONS["strict"] if strict == "default" else strict
     if hazards is True:
         hazards = "verify"
-    m.hz = HazardTracker(m.program, m.W, hazards) if hazards else None
+    if hazards not in (None, False, REPORT) + MODES:
+        raise EmuError(f"hazards is one of {MODES}, '{REPORT}' or None, not {hazards!r}")
+    if races not in (None, False, True, REPORT):
+        raise EmuError(f"races is True, False or '{REPORT}', not {races!r}")
+    m.report = Report.create(hazards == REPORT, races == REPORT, waive)
+    rep = m.report if m.report.report_kinds or m.report.waivers else None
+    m.hz = HazardTracker(m.program, m.W, "verify" if hazards == REPORT else hazards, rep, m.wg_of) if hazards else None
     if races and m.lds_size:
         from .races import LdsRaces
-        m.races = LdsRaces(m.wg_of, m.lds_size, m.LDS.size)
+        m.races = LdsRaces(m.wg_of, m.lds_size, m.LDS.size, rep, m.program.insts)
     else:
         m.races = None
     m.strict = bool(strict)

@@ -160,7 +160,9 @@ class Rec:
 class Machine:
     def __init__(self, program, n_waves: int, wg_of_wave: np.ndarray, n_wg: int, lds_size: int, memory,
                  seed: int | None = None, check_inflight: bool = True, *, hazards="default", races="default",
-                 strict="default", recorder=None):
+                 strict="default", recorder=None, waive=()):
+        if not program.insts:
+            raise EmuError(f"kernel '{program.name}' has no instructions: there is nothing to run")
         self.program = program
         self.W = W = n_waves
         nr = register_rows(program)
@@ -180,7 +182,7 @@ class Machine:
         self.rng = np.random.default_rng(seed) if seed is not None else None
         self.check_inflight = check_inflight
         from .hazards import setup_fidelity
-        setup_fidelity(self, hazards, races, strict)     # dynamic hazards, LDS races, strict ISA errors
+        setup_fidelity(self, hazards, races, strict, waive)  # dynamic hazards, LDS races, strict ISA errors
         self.busyR = np.zeros((W, nr), np.int16)
         self.busyS = np.zeros((W, NS), np.int16)
         self.issued = {"vm": np.zeros(W, np.int64), "lgkm": np.zeros(W, np.int64)}

@@ -7,8 +7,12 @@ access is a race when its outcome depends on the order of two waves:
   * write-after-write: a wave writes bytes another wave wrote in this epoch with a different value
     (two waves storing identical bytes - e.g. fa_fwd's clamped last DMA chunk - are order-independent);
   * write-after-read: a wave writes bytes another wave read in this epoch.
-A race raises an EmuError naming the instruction, the pc, both waves and the byte range. All
-bookkeeping is numpy over the flat LDS indices the DS / LDS-DMA semantics already compute.
+A race raises an EmuError naming the instruction, the pc, both waves and the byte range; with a
+report (report mode or waivers, flyasm/emu/report.py) it is handed to the report instead, and the
+access completes as if it had not raced. A report also needs the other wave's instruction, so
+then each dword remembers the pc of its writer and, per wave of the workgroup, of its last reader
+(kept only with a report: it costs a put per access). All bookkeeping is numpy over the flat LDS
+indices the DS / LDS-DMA semantics already compute.
 
 State is per byte (writer wave, reader bitmask, written value), so sub-dword accesses are exact.
 Accesses of whole aligned dwords (every DS b32..b128, read2/write2, tr, dword LDS-DMA: the common
@@ -36,8 +40,9 @@ _SHIFT = {1: 2, 2: 3, 4: 4}
 
 
 class LdsRaces:
-    def __init__(self, wg_of: np.ndarray, lds_size: int, arena_size: int):
+    def __init__(self, wg_of: np.ndarray, lds_size: int, arena_size: int, report=None, insts=()):
         self.wg_of = np.asarray(wg_of, np.int64)
+        self.report = report
         self.lds_size = lds_size
         # index of each wave within its workgroup
         order = np.argsort(self.wg_of, kind="stable")
@@ -69,6 +74,14 @@ class LdsRaces:
         self.n_wg = max(n_wg, (arena_size - 16) // lds_size if lds_size else 0)
         self.wrote = np.zeros(self.n_wg, bool)        # workgroup wrote LDS in this epoch
         self.read = np.zeros(self.n_wg, bool)         # workgroup read LDS in this epoch
+        self.pcs = None
+        if report is not None:     # per dword: writer pc [ndw]; last reader pc per local wave [waves, ndw]
+            nloc = int(local.max()) + 1 if local.size else 1
+            self.wpc = np.full(size // 4, -1, np.int32)
+            self.rpc = np.full((nloc, size // 4), -1, np.int32)
+            self.by_pc = {i.pc: i for i in insts}
+            for g in (1, 2, 4):
+                self.views["wpc", g] = (self.wpc.reshape(-1, g), self.wpc.view(np.dtype((np.void, 4 * g))))
 
     def new_epoch(self, wgs):
         gs = np.unique(np.asarray(wgs))
@@ -83,13 +96,43 @@ class LdsRaces:
                     arr[g * self.lds_size:(g + 1) * self.lds_size] = empty
             flag[touched] = False
 
-    def _race(self, inst, waves, kind, other, flat):
+    def _race(self, inst, waves, kind, other, flat, count=1, other_pc=None):
         from .machine import where
         g = int(self.wg_of[waves])
         a = int(flat) - g * self.lds_size
-        raise EmuError(f"LDS race ({kind}) in workgroup {g}: {where(inst)} in wave {int(self.local[waves])} "
-                       f"touches LDS byte {a} that wave {int(other)} {'wrote' if kind != 'write-after-read' else 'read'} "
-                       f"since the last s_barrier; separate them with s_waitcnt lgkmcnt(0) + s_barrier")
+        prev = self.by_pc.get(other_pc) if self.report is not None else None
+        what = "wrote" if kind != "write-after-read" else "read"
+        msg = (f"LDS race ({kind}) in workgroup {g}: {where(inst)} in wave {int(self.local[waves])} "
+               f"touches LDS byte {a} that wave {int(other)} {what}{f' with {where(prev)}' if prev else ''} "
+               f"since the last s_barrier; separate them with s_waitcnt lgkmcnt(0) + s_barrier")
+        if self.report is None:
+            raise EmuError(msg)
+        self.report.hit("race", "lds_" + kind.replace("-", "_"), inst, prev, int(waves), g, count, msg)
+
+    def _races(self, inst, kind, bad, wave_of, other, b, other_pc):
+        """Every raced element of one access (bad [n] over flat bytes b): raise the first, or report
+        one row per other instruction with the number of waves involved."""
+        if self.report is None:
+            j = int(np.argmax(bad))
+            return self._race(inst, wave_of[j], kind, other[j], b[j])
+        sel = np.nonzero(bad)[0]
+        opc = other_pc[sel]
+        for pc in np.unique(opc).tolist():
+            js = sel[opc == pc]
+            j = int(js[0])
+            self._race(inst, wave_of[j], kind, other[j], b[j], int(np.unique(wave_of[js]).size), pc)
+
+    def _mark_pcs(self, inst, ix, me=None):
+        """Remember the pc of a dword access: as the writer (me None) or as wave me's last read."""
+        if self.report is None:
+            return
+        i, g = ix
+        if me is None:
+            self._put("wpc", ix, np.int32(inst.pc))
+        elif g:
+            self.rpc[me].reshape(-1, g)[i] = inst.pc
+        else:
+            self.rpc[me][i] = inst.pc
 
     def access(self, inst, ids: np.ndarray, idx: np.ndarray, active: np.ndarray, write: bool, vals=None):
         """ids: wave ids [k]; idx: flat LDS byte indices [k, 64, n] (or [k, 64]), consecutive per lane
@@ -168,6 +211,7 @@ class LdsRaces:
                     # some dword holds another wave's bytes: decide and name it byte by byte
                     return self._bytes(inst, ids, idx, active, False, None)
             self._put("r", ix, self._get("r", ix) | (np.uint64(1 << j) * _REP4_16))
+            self._mark_pcs(inst, ix, j)
         self.read[wgs] = True
 
     def _write_dwords(self, inst, ids, idx, base, nd, active, vals):
@@ -188,6 +232,7 @@ class LdsRaces:
                 return self._bytes(inst, ids, idx, active, True, vals)
         self._put("w", ix, rep)
         self._put("v", ix, v)
+        self._mark_pcs(inst, ix)
         if k > 1 and np.unique(wgs).size < k:
             # two waves of this batch writing the same dword: the last assignment wins, so a dword
             # whose recorded writer is not the wave that wrote it was written by two waves
@@ -199,7 +244,7 @@ class LdsRaces:
                 dw = self._dword_at(ix, r, lane, c)
                 diff = self.wval[4 * dw:4 * dw + 4] != v[r, lane, c:c + 1].view(np.uint8)
                 b = 4 * dw + int(np.argmax(diff))
-                self._race(inst, ids[r], "write-after-write", self.writer[b], b)
+                self._race(inst, ids[r], "write-after-write", self.writer[b], b, 1, inst.pc)
         self.wrote[wgs] = True
 
     # ---- any bytes (sub-dword or unaligned accesses; exact decisions and messages) -------------
@@ -220,27 +265,32 @@ class LdsRaces:
         if write:
             v = np.asarray(vals, np.uint8).reshape(idx.shape)[act]
             bad &= self.wval[b] != v
+        dw = b >> 2
         if bad.any():
-            j = int(np.argmax(bad))
-            self._race(inst, wave_of[j], "write-after-write" if write else "read-after-write", cur[j], b[j])
+            self._races(inst, "write-after-write" if write else "read-after-write", bad, wave_of, cur, b,
+                        self.wpc[dw] if self.report is not None else None)
         bit = (np.uint16(1) << me.astype(np.uint16)).astype(np.uint16)
         if write:
             rd = self.readers[b] & ~bit
             if rd.any():
-                j = int(np.argmax(rd != 0))
-                x = int(rd[j])
-                other = (x & -x).bit_length() - 1
-                self._race(inst, wave_of[j], "write-after-read", other, b[j])
+                x = rd.astype(np.int64)
+                other = np.where(rd != 0, np.log2(x & -x, where=x != 0, out=np.zeros(x.shape)).astype(np.int64), -1)
+                opc = self.rpc[np.maximum(other, 0), dw] if self.report is not None else None
+                self._races(inst, "write-after-read", rd != 0, wave_of, other, b, opc)
             self.writer[b] = me
             self.wval[b] = v
+            if self.report is not None:
+                self.wpc[dw] = inst.pc
             # two waves of this batch writing the same bytes: the last assignment wins, so a byte
             # whose recorded writer is not the wave that wrote it was written by two waves
             clash = (self.writer[b] != me) & (self.wval[b] != v)
             if clash.any():
-                j = int(np.argmax(clash))
-                self._race(inst, wave_of[j], "write-after-write", self.writer[b[j]], b[j])
+                self._races(inst, "write-after-write", clash, wave_of, self.writer[b], b,
+                            np.full(b.shape, inst.pc) if self.report is not None else None)
         else:
             np.bitwise_or.at(self.readers, b, bit)
+            if self.report is not None:
+                self.rpc[me, dw] = inst.pc
 
 
 class _Lazy:

@@ -1,11 +1,13 @@
 """Launch API: one call for every backend.
 
     launch(co_or_kernel, grid, block, *args, backend="emu", lds=None, kernel=None, seed=None)
+    launch(co, grid, block, kernarg=BYTES, buffers={0x1000: q, ...}, backend="emu")
 
 `grid` counts WORKGROUPS per dimension (HIP's gridDim, aiter's `(ceil(seqlen_q/256), heads, batch)`),
 not work-items; `block` is the workgroup size in work-items. Arguments are torch tensors or numpy
 arrays (pointer arguments) and Python scalars (by-value arguments); argument packing
-(`args.pack_args`) is shared by all backends. Returns a LaunchResult.
+(`args.pack_args`) is shared by all backends. Or the kernarg bytes a foreign host packed, with a map
+from the pointer values inside them to tensors (`args.rebase_pointers`). Returns a LaunchResult.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import FlyasmError
-from .args import ArgSpec, as_numpy, pack_args, specs_from_kernel, specs_from_metadata
+from .args import ArgSpec, as_numpy, pack_args, raw_kernarg, rebase_pointers, specs_from_kernel, specs_from_metadata
 
 __all__ = ["launch", "LaunchResult", "pack_args", "ArgSpec", "dims"]
 
@@ -26,6 +28,12 @@ class LaunchResult:
     machine: object = None
     wave_instructions: int = 0
     kernarg: bytes = b""
+
+    @property
+    def report(self):
+        """The emulator's violation report (flyasm.emu.report.Report): every distinct hazard / LDS
+        race the run met in report mode or under a waiver, and the waivers that matched nothing."""
+        return getattr(self.machine, "report", None)
 
 
 def dims(x, what: str = "grid") -> tuple[int, int, int]:
@@ -73,7 +81,8 @@ def _on_device(v) -> bool:
 def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = None, kernel: str | None = None,
            seed: int | None = None, check_inflight: bool = True, max_steps: int = 50_000_000,
            runtime=None, progress=None, trace: int | None = None, hazards="default", races="default",
-           strict="default", recorder=None, workgroups=None) -> LaunchResult:
+           strict="default", recorder=None, workgroups=None, kernarg=None, buffers=None,
+           waive=()) -> LaunchResult:
     """Run a kernel once on `backend` ('emu' or 'hip').
 
     code: a Kernel, a BuildResult, code-object bytes or a path to a .co (`kernel=` picks one of
@@ -86,14 +95,25 @@ def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = Non
     taking the number of wave-instructions executed so far), trace (wave id: print every executed
     instruction with its register deltas); hazards / races / strict relax the strict defaults for one
     run (see flyasm.emu.hazards.options: hazards=None turns the hazard check off, "strict" counts only
-    s_nop and VALU; races=False; strict=False or "unaligned"), recorder (called before every step:
-    flyasm.perf records executed streams), workgroups (run only these (x, y, z) ids of the grid).
+    s_nop and VALU; races=False; strict=False or "unaligned"); hazards="report" / races="report" run to
+    the end and list every distinct violation in `result.report`; waive=[rule, (rule, pc), ...] accepts
+    known violations and stays strict for the rest; recorder (called before every step: flyasm.perf
+    records executed streams), workgroups (run only these (x, y, z) ids of the grid).
     hip only: runtime (a HipRuntime).
+    kernarg / buffers: raw kernarg bytes (bytes or hex) instead of args, and {pointer value in those
+    bytes: tensor}; each pointer into a mapped buffer is rebased onto its device copy, and every
+    buffer is copied back after the run.
     """
     co, name, specs, kobj = _resolve(code, kernel)
     g, b = dims(grid, "grid"), dims(block, "block")
+    if kernarg is not None:
+        if args:
+            raise FlyasmError("give either positional kernel arguments or kernarg= bytes, not both", find_loc=False)
+        kernarg = raw_kernarg(kernarg)
+    elif buffers:
+        raise FlyasmError("buffers= maps the pointers inside kernarg= bytes; it needs kernarg=", find_loc=False)
     if backend == "hip":
-        return _launch_hip(co, name, specs, g, b, args, lds, runtime)
+        return _launch_hip(co, name, specs, g, b, args, lds, runtime, kernarg, buffers)
     if backend != "emu":
         raise FlyasmError(f"backend is 'emu' or 'hip', not '{backend}'")
     from ..emu import Memory, load_program, run_program
@@ -105,17 +125,22 @@ def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = Non
     if specs is None:
         specs = specs_from_metadata(prog.args)
     mem = Memory()
-    buffers = []
+
+    copies = []
 
     def alloc(v, spec):
+        name = getattr(spec, "name", spec)
         if _on_device(v):
-            raise FlyasmError(f"argument '{spec.name}' is a GPU tensor; the emulator takes CPU tensors or arrays")
+            raise FlyasmError(f"argument '{name}' is a GPU tensor; the emulator takes CPU tensors or arrays")
         host = as_numpy(v)
-        addr = mem.alloc(host.nbytes, host, spec.name)
-        buffers.append((v, addr, host))
+        addr = mem.alloc(host.nbytes, host, name)
+        copies.append((v, addr, host))
         return addr
 
-    kernarg = pack_args(specs, args, alloc, prog.descriptor.kernarg_size, grid=g, block=b)
+    if kernarg is None:
+        kernarg = pack_args(specs, args, alloc, prog.descriptor.kernarg_size, grid=g, block=b)
+    else:
+        kernarg = rebase_pointers(kernarg, buffers or {}, specs, alloc)
     # SMEM may read a whole s_load_dwordx8/x16 past the last argument: the runtime's kernarg
     # buffer is larger than the arguments, so pad it (zeros) rather than report a false error.
     padded = np.zeros((len(kernarg) + 64 + 255) // 256 * 256, np.uint8)
@@ -124,14 +149,14 @@ def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = Non
     mem.finalize()
     m = run_program(prog, g, b, ka, mem, lds=lds, seed=seed, check_inflight=check_inflight, max_steps=max_steps,
                     progress=progress, trace=trace, hazards=hazards, races=races, strict=strict,
-                    recorder=recorder, workgroups=workgroups)
-    for v, addr, host in buffers:
+                    recorder=recorder, workgroups=workgroups, waive=waive)
+    for v, addr, host in copies:
         out = mem.read(addr, host.nbytes)
         _copy_back(v, out.view(host.dtype).reshape(host.shape) if host.dtype != np.uint8 else out.reshape(host.shape))
     return LaunchResult("emu", m, m.wave_instructions, kernarg)
 
 
-def _launch_hip(co: bytes, name, specs, g, b, args, lds, runtime) -> LaunchResult:
+def _launch_hip(co: bytes, name, specs, g, b, args, lds, runtime, kernarg=None, buffers=None) -> LaunchResult:
     from ..codeobj.reader import read_code_object
     from . import hip
     obj = read_code_object(co)
@@ -158,7 +183,10 @@ def _launch_hip(co: bytes, name, specs, g, b, args, lds, runtime) -> LaunchResul
         return ptr
 
     try:
-        kernarg = pack_args(specs, args, alloc, kc.descriptor.kernarg_size, grid=g, block=b)
+        if kernarg is None:
+            kernarg = pack_args(specs, args, alloc, kc.descriptor.kernarg_size, grid=g, block=b)
+        else:
+            kernarg = rebase_pointers(kernarg, buffers or {}, specs, alloc)
         total_lds = kc.descriptor.group_segment_fixed_size + (lds or 0)
         hip.run_packed(co, name, g, b, kernarg, total_lds, runtime=rt, dynamic_lds=lds or 0)
         for v, ptr, host in owned:

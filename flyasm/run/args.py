@@ -113,3 +113,62 @@ def pack_args(specs: list[ArgSpec], values, alloc, kernarg_size: int | None = No
         if val is not None:
             buf[s.offset:s.offset + s.size] = int(val).to_bytes(s.size, "little")
     return bytes(buf)
+
+
+# ---- raw kernarg bytes (a foreign host's packing) -----------------------------------------------
+def raw_kernarg(kernarg) -> bytes:
+    """Kernarg bytes given as bytes / bytearray / a numpy uint8 array / a hex string."""
+    if isinstance(kernarg, str):
+        try:
+            return bytes.fromhex(kernarg.strip())
+        except ValueError:
+            raise KernelError("kernarg is a string but not hex digits (give bytes or a hex string)") from None
+    if isinstance(kernarg, np.ndarray):
+        return kernarg.astype(np.uint8, copy=False).tobytes()
+    if isinstance(kernarg, (bytes, bytearray, memoryview)):
+        return bytes(kernarg)
+    raise KernelError(f"kernarg takes bytes or a hex string, not {type(kernarg).__name__}")
+
+
+def pointer_slots(specs: list[ArgSpec] | None, size: int) -> list[int]:
+    """Offsets of the 8-byte pointers in a kernarg segment: the metadata's global_buffer arguments
+    when it declares any (a by-value size or stride that happens to equal a mapped address then
+    stays a value), else every 8-byte-aligned word."""
+    declared = [s.offset for s in specs or () if s.kind == "global_buffer" and s.size == 8]
+    if declared:
+        return [o for o in declared if o + 8 <= size]
+    return list(range(0, size - 7, 8))
+
+
+def rebase_pointers(kernarg: bytes, buffers: dict, specs: list[ArgSpec] | None, alloc) -> bytes:
+    """Patch the host's pointer values in `kernarg` onto device buffers. `buffers` maps the address
+    the bytes were packed with to a tensor/array; `alloc(value, name) -> address` makes its device
+    copy. A pointer anywhere inside a mapped buffer keeps its offset; other words are left alone."""
+    if not isinstance(buffers, dict):
+        raise KernelError("buffers takes a dict {address the kernarg bytes hold: tensor or array}")
+    ranges = []
+    for addr, v in buffers.items():
+        if not isinstance(addr, (int, np.integer)) or not 0 < int(addr) < 1 << 64:
+            raise KernelError(f"buffers key {addr!r} is not a non-zero 64-bit address")
+        if not is_buffer(v):
+            raise KernelError(f"buffers[0x{int(addr):x}] is a {type(v).__name__}; give a tensor or array")
+        ranges.append((int(addr), int(as_numpy(v).nbytes), v))
+    ranges.sort(key=lambda r: r[0])
+    for (a0, n0, _), (a1, _, _) in zip(ranges, ranges[1:]):
+        if a0 + n0 > a1:
+            raise KernelError(f"buffers 0x{a0:x} ({n0} bytes) and 0x{a1:x} overlap")
+    dev = [alloc(v, f"buffer 0x{a:x}") for a, _, v in ranges]
+    out = bytearray(kernarg)
+    used = [False] * len(ranges)
+    starts = [a for a, _, _ in ranges]
+    for off in pointer_slots(specs, len(out)):
+        val = int.from_bytes(out[off:off + 8], "little")
+        k = int(np.searchsorted(starts, val, side="right")) - 1
+        if k >= 0 and val < ranges[k][0] + max(ranges[k][1], 1):
+            out[off:off + 8] = (dev[k] + val - ranges[k][0]).to_bytes(8, "little")
+            used[k] = True
+    unused = [f"0x{a:x}" for (a, _, _), u in zip(ranges, used) if not u]
+    if unused:
+        where = "argument" if specs and any(s.kind == "global_buffer" for s in specs) else "8-byte-aligned word"
+        raise KernelError(f"no pointer {where} of the kernarg bytes points into buffer(s) {', '.join(unused)}")
+    return bytes(out)
