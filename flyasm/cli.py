@@ -328,7 +328,21 @@ def lift(src, out, no_verify):
 @click.option("--arg", "args", multiple=True, metavar="[NAME=]VALUE",
               help="A kernel argument, by metadata name, by index (2=...) or in order: @file.npy, "
                    "zeros:4096xf32 or a number.")
-@click.option("--out", "outs", multiple=True, metavar="NAME=FILE.npy", help="Save a pointer argument after the run.")
+@click.option("--out", "outs", multiple=True, metavar="NAME=FILE.npy",
+              help="Save a pointer argument (with --kernarg: a --buffer ADDRESS) after the run.")
+@click.option("--kernarg", default=None, metavar="@FILE.bin|HEX",
+              help="Raw kernarg bytes (e.g. from aiter's host code) instead of --arg; pointers in them "
+                   "that fall in a --buffer are rebased onto the emulator's copy.")
+@click.option("--buffer", "buffers", multiple=True, metavar="ADDRESS=VALUE",
+              help="With --kernarg: the buffer a pointer value in the bytes stands for (@file.npy or "
+                   "zeros:SHAPExDTYPE).")
+@click.option("--hazards", "hazards", default=None, type=click.Choice(["verify", "strict", "report", "off"]),
+              help="Hazard check: stop at the first (verify, the default; strict counts ISA-style), "
+                   "report every distinct one and finish (report), or off.")
+@click.option("--races", "races", default=None, type=click.Choice(["on", "report", "off"]),
+              help="LDS race check: stop at the first (on, the default), report and finish, or off.")
+@click.option("--waive", "waive", multiple=True, metavar="RULE[@PC]",
+              help="Accept a known hazard/race rule (everywhere, or at one pc like salu_m0@0x788).")
 @click.option("--kernel", default=None, help="Kernel name when the code object holds several.")
 @click.option("--lds", type=int, default=0, help="Dynamic LDS bytes on top of the kernel's static LDS.")
 @click.option("--trace", type=int, default=None, metavar="WAVE",
@@ -336,7 +350,7 @@ def lift(src, out, no_verify):
 @click.option("--seed", type=int, default=None, help="Interleave waves randomly (seeded) instead of in lock step.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @handles_errors
-def emu(co, grid, block, args, outs, kernel, lds, trace, seed, no_progress):
+def emu(co, grid, block, args, outs, kernarg, buffers, hazards, races, waive, kernel, lds, trace, seed, no_progress):
     """Run a code object in the CPU emulator: pointer arguments get device buffers filled from
     .npy files (or zeros:SHAPExDTYPE), by-value arguments take numbers; --out saves buffers."""
     from .run import emu_cli
@@ -351,8 +365,16 @@ def emu(co, grid, block, args, outs, kernel, lds, trace, seed, no_progress):
         b = (int(mb),)
     else:
         b = emu_cli.parse_dims(block, "block")
+    fidelity = emu_cli.fidelity(hazards, races, waive)
+    if kernarg is not None:
+        emu_cli.run_raw(co, g, b, kernarg, buffers, args, outs, kernel=kernel, lds=lds, trace=trace,
+                        progress=not no_progress, seed=seed, echo=click.echo, **fidelity)
+        return
+    if buffers:
+        raise FlyasmError("--buffer names what the pointers inside --kernarg bytes stand for; give --kernarg",
+                          find_loc=False)
     emu_cli.run(co, g, b, args, outs, kernel=kernel, lds=lds, trace=trace, progress=not no_progress, seed=seed,
-                echo=click.echo)
+                echo=click.echo, **fidelity)
 
 
 @main.command()

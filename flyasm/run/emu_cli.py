@@ -7,6 +7,11 @@ Arguments are named as in the code object's metadata (`.args[].name`) or given i
 the metadata has no names (`--arg @a.npy --arg 7`, `--out 2=c.npy` by index). Values:
 `@file.npy` (an array: its bytes fill a device buffer), `zeros:SHAPExDTYPE` (e.g.
 `zeros:4096xf32`, `zeros:64x64xbf16`: a zero-filled buffer), or a number for by-value arguments.
+
+Or the kernel arguments exactly as a foreign host packed them:
+
+    flyasm emu X.co --grid 2,4 --kernarg @ka.bin|HEX --buffer 0x1000=@q.npy --buffer 0x2000=zeros:..xf32 \
+        --out 0x2000=o.npy [--hazards report --races report --waive salu_m0 --waive RULE@0x1a4]
 """
 from __future__ import annotations
 
@@ -98,11 +103,8 @@ def assign(names: list[str | None], items: list[str]) -> list:
     return vals
 
 
-def run(co_path, grid, block, arg_items, out_items, kernel=None, lds=0, trace=None, progress=True, seed=None,
-        echo=print):
+def _kernel_name(co: Path, kernel):
     from ..codeobj.reader import read_code_object
-    from . import launch
-    co = Path(co_path)
     if not co.is_file():
         raise _err(f"code object {co} does not exist")
     obj = read_code_object(co)
@@ -111,6 +113,61 @@ def run(co_path, grid, block, arg_items, out_items, kernel=None, lds=0, trace=No
             raise _err(f"{co} holds {len(obj.kernels)} kernels ({', '.join(k.name for k in obj.kernels)}); "
                        f"pass --kernel NAME")
         kernel = obj.kernels[0].name
+    return obj, kernel
+
+
+def parse_waiver(text: str):
+    """'rule' or 'rule@PC' (PC decimal or 0x hex)."""
+    rule, at, pc = text.partition("@")
+    if not at:
+        return rule
+    try:
+        return rule, int(pc, 0)
+    except ValueError:
+        raise _err(f"--waive takes RULE or RULE@PC (e.g. salu_m0@0x788), not '{text}'") from None
+
+
+def fidelity(hazards=None, races=None, waive=()) -> dict:
+    """launch() keywords for the --hazards / --races / --waive options (absent: the defaults)."""
+    kw: dict = {}
+    if hazards:
+        kw["hazards"] = None if hazards == "off" else hazards
+    if races:
+        kw["races"] = {"on": True, "off": False, "report": "report"}[races]
+    if waive:
+        kw["waive"] = [parse_waiver(w) for w in waive]
+    return kw
+
+
+def _launch(co: Path, kernel, grid, block, progress, echo, saved, args=(), **kw):
+    """launch() with a progress bar, then one summary line and the violation report."""
+    from . import launch
+    bar = cb = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(unit=" wave-instr", unit_scale=True, delay=1.0, file=sys.stderr, leave=False)
+
+        def cb(n, bar=bar):
+            bar.update(n - bar.n)
+    t0 = time.perf_counter()
+    try:
+        res = launch(co.read_bytes(), grid, block, *args, kernel=kernel, progress=cb, **kw)
+    finally:
+        if bar is not None:
+            bar.close()
+    dt = time.perf_counter() - t0
+    m = res.machine
+    echo(f"{kernel}: grid {tuple(grid)} x block {tuple(block)}, {m.W} waves, {res.wave_instructions} "
+         f"wave-instructions in {dt:.2f} s" + "".join(f"; wrote {p}" for p in saved))
+    if res.report:
+        echo(res.report.text())
+    return res
+
+
+def run(co_path, grid, block, arg_items, out_items, kernel=None, lds=0, trace=None, progress=True, seed=None,
+        echo=print, **fidelity_kw):
+    co = Path(co_path)
+    obj, kernel = _kernel_name(co, kernel)
     kc = obj.kernel(kernel)
     meta_args = [a for a in (kc.metadata or {}).get(".args", []) or [] if not a[".value_kind"].startswith("hidden_")]
     names = [a.get(".name") for a in meta_args]
@@ -129,25 +186,60 @@ def run(co_path, grid, block, arg_items, out_items, kernel=None, lds=0, trace=No
         if i is None or i >= len(vals) or not isinstance(vals[i], np.ndarray):
             raise _err(f"--out {key}: not a pointer argument of {kernel}")
         outs.append((i, path))
-    bar = None
-    cb = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(unit=" wave-instr", unit_scale=True, delay=1.0, file=sys.stderr, leave=False)
-
-        def cb(n, bar=bar):
-            bar.update(n - bar.n)
-    t0 = time.perf_counter()
-    try:
-        res = launch(co.read_bytes(), grid, block, *vals, kernel=kernel, lds=lds or None, progress=cb, trace=trace,
-                     seed=seed)
-    finally:
-        if bar is not None:
-            bar.close()
-    dt = time.perf_counter() - t0
+    res = _launch(co, kernel, grid, block, progress, echo, [p for _, p in outs], vals, lds=lds or None,
+                  trace=trace, seed=seed, **fidelity_kw)
     for i, path in outs:
         np.save(path, vals[i])
-    m = res.machine
-    echo(f"{kernel}: grid {tuple(grid)} x block {tuple(block)}, {m.W} waves, {res.wave_instructions} "
-         f"wave-instructions in {dt:.2f} s" + "".join(f"; wrote {p}" for _, p in outs))
+    return res
+
+
+def read_kernarg(text: str) -> bytes:
+    """--kernarg @FILE (raw bytes) or hex digits."""
+    from .args import raw_kernarg
+    if text.startswith("@"):
+        p = Path(text[1:])
+        if not p.is_file():
+            raise _err(f"kernarg file {p} does not exist")
+        return p.read_bytes()
+    try:
+        return raw_kernarg(text)
+    except FlyasmError:
+        raise _err(f"--kernarg takes @FILE.bin or hex digits, not '{text[:40]}'") from None
+
+
+def run_raw(co_path, grid, block, kernarg_text, buffer_items, arg_items, out_items, kernel=None, lds=0, trace=None,
+            progress=True, seed=None, echo=print, **fidelity_kw):
+    """`flyasm emu --kernarg ... --buffer ADDRESS=VALUE ... --out ADDRESS=FILE.npy`."""
+    if arg_items:
+        raise _err("give the kernel's arguments as --arg or --kernarg bytes, not both")
+    co = Path(co_path)
+    _, kernel = _kernel_name(co, kernel)
+    ka = read_kernarg(kernarg_text)
+    buffers = {}
+    for it in buffer_items:
+        addr, eq, text = it.partition("=")
+        try:
+            a = int(addr, 0) if eq else None
+        except ValueError:
+            a = None
+        if a is None:
+            raise _err(f"--buffer takes ADDRESS=VALUE (e.g. 0x7f0000001000=@q.npy), not '{it}'")
+        val = parse_value(text)
+        if not isinstance(val, np.ndarray):
+            raise _err(f"--buffer {addr}: give @file.npy or zeros:SHAPExDTYPE, not a number")
+        buffers[a] = val
+    outs = []
+    for it in out_items:
+        addr, eq, path = it.partition("=")
+        try:
+            a = int(addr, 0) if eq else None
+        except ValueError:
+            a = None
+        if a not in buffers:
+            raise _err(f"--out {addr}: not a --buffer address (with --kernarg, --out takes ADDRESS=FILE.npy)")
+        outs.append((a, path))
+    res = _launch(co, kernel, grid, block, progress, echo, [p for _, p in outs], kernarg=ka, buffers=buffers,
+                  lds=lds or None, trace=trace, seed=seed, **fidelity_kw)
+    for a, path in outs:
+        np.save(path, buffers[a])
     return res
