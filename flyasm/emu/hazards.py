@@ -54,14 +54,15 @@ class _Consumer:
         self.maxlimit = max(self.limits, default=0)
         self.matches: dict[int, list] = {}
 
-    def match(self, pi: int, p) -> list:
+    def match(self, pi: int, p, produces) -> list:
+        """produces: ids of the rules whose producer predicate holds for p (once per program)."""
         got = self.matches.get(pi)
         if got is None:
             got = []
             c = self.inst
             for k, ((_, tag, regs), rules) in enumerate(self.keys):
                 for rule in rules:
-                    if rule.applies(p, c, tag, regs):
+                    if id(rule) in produces and rule.applies(p, c, tag, regs):
                         got.append((k, rule.need(p, c, tag, regs), rule))
                         break
             self.matches[pi] = got
@@ -84,8 +85,9 @@ class HazardTracker:
         self.H = MAX_WAITS + 2 if not self.strict else 128
         cache = program.__dict__.setdefault("_hazards", {})
         if mode not in cache:       # consumers and their producer matches depend only on program + mode
-            cache[mode] = ([wait_states(i, self.strict) for i in self.insts], [None] * len(self.insts))
-        self.ws, self.cons = cache[mode]
+            cache[mode] = ([wait_states(i, self.strict) for i in self.insts], [None] * len(self.insts),
+                           [None] * len(self.insts))
+        self.ws, self.cons, self.prods = cache[mode]
         self.hists: list = [deque(maxlen=self.H)]     # group -> issued instruction indices (newest last)
         self.gid = None                               # wave -> group; None: one group of all waves
         self.count: list = [n_waves]                  # waves per group
@@ -94,6 +96,15 @@ class HazardTracker:
     def lock(self) -> bool:
         """All waves share one history (every step so far ran them all, or they reconverged)."""
         return self.gid is None
+
+    def produces(self, pi: int) -> frozenset:
+        """Rules instruction pi can be the producer of: most (consumer, producer) pairs a search
+        meets fail on the producer's kind, so that test runs once per instruction, not per pair."""
+        got = self.prods[pi]
+        if got is None:
+            p = self.insts[pi]
+            got = self.prods[pi] = frozenset(id(r) for r in self.rules if r.producer(p))
+        return got
 
     def consumer(self, p: int) -> _Consumer:
         c = self.cons[p]
@@ -184,12 +195,12 @@ class HazardTracker:
         pending = set(range(len(cons.keys)))
         limits = cons.limits
         maxlimit = cons.maxlimit
-        insts, ws = self.insts, self.ws
+        insts, ws, prods = self.insts, self.ws, self.prods
         d = 0
         for pi in reversed(hist):
             if d >= maxlimit:
                 break
-            for k, need, rule in cons.match(pi, insts[pi]):
+            for k, need, rule in cons.match(pi, insts[pi], prods[pi] or self.produces(pi)):
                 if k in pending and d < limits[k]:
                     pending.discard(k)
                     if need > d:
@@ -199,20 +210,23 @@ class HazardTracker:
             d += ws[pi]
 
     def _raise(self, ci, pi, dist, need, rule, who):
-        from ..check.hazards import nops_for
-        from .machine import where
         c, pr = self.insts[ci], self.insts[pi]
         wave = self._first_wave(who)
-        unit = "VALU/s_nop wait states" if self.strict else "wait states"
-        row = f"row {rule.row}" if rule.row is not None else "no row"
-        nops = " + ".join(i.text() for i in nops_for(need - dist))
-        msg = (f"hazard{f' (wave {wave})' if wave is not None else ''}: {where(c)} executes {dist} {unit} after "
-               f"{where(pr)} but {rule.title} needs {need} (notes §4.2 {row}, {rule.source}); add {nops} before it")
+
+        def message():
+            from ..check.hazards import nops_for
+            from .machine import where
+            unit = "VALU/s_nop wait states" if self.strict else "wait states"
+            row = f"row {rule.row}" if rule.row is not None else "no row"
+            nops = " + ".join(i.text() for i in nops_for(need - dist))
+            return (f"hazard{f' (wave {wave})' if wave is not None else ''}: {where(c)} executes {dist} {unit} "
+                    f"after {where(pr)} but {rule.title} needs {need} (notes §4.2 {row}, {rule.source}); "
+                    f"add {nops} before it")
         if self.report is None:
-            raise EmuError(msg)
+            raise EmuError(message())
         n = self.W if who is None else (self.count[who[0]] if who[1] is None else len(who[1]))
         w0 = 0 if wave is None else wave
-        self.report.hit("hazard", rule.id, c, pr, w0, int(self.wg_of[w0]), n, msg)
+        self.report.hit("hazard", rule.id, c, pr, w0, int(self.wg_of[w0]), n, message)
 
 
 # ---- emulator fidelity options ------------------------------------------------------------------

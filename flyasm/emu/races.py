@@ -97,17 +97,19 @@ class LdsRaces:
             flag[touched] = False
 
     def _race(self, inst, waves, kind, other, flat, count=1, other_pc=None):
-        from .machine import where
         g = int(self.wg_of[waves])
-        a = int(flat) - g * self.lds_size
         prev = self.by_pc.get(other_pc) if self.report is not None else None
-        what = "wrote" if kind != "write-after-read" else "read"
-        msg = (f"LDS race ({kind}) in workgroup {g}: {where(inst)} in wave {int(self.local[waves])} "
-               f"touches LDS byte {a} that wave {int(other)} {what}{f' with {where(prev)}' if prev else ''} "
-               f"since the last s_barrier; separate them with s_waitcnt lgkmcnt(0) + s_barrier")
+
+        def message():
+            from .machine import where
+            a = int(flat) - g * self.lds_size
+            what = "wrote" if kind != "write-after-read" else "read"
+            return (f"LDS race ({kind}) in workgroup {g}: {where(inst)} in wave {int(self.local[waves])} "
+                    f"touches LDS byte {a} that wave {int(other)} {what}{f' with {where(prev)}' if prev else ''} "
+                    f"since the last s_barrier; separate them with s_waitcnt lgkmcnt(0) + s_barrier")
         if self.report is None:
-            raise EmuError(msg)
-        self.report.hit("race", "lds_" + kind.replace("-", "_"), inst, prev, int(waves), g, count, msg)
+            raise EmuError(message())
+        self.report.hit("race", "lds_" + kind.replace("-", "_"), inst, prev, int(waves), g, count, message)
 
     def _races(self, inst, kind, bad, wave_of, other, b, other_pc):
         """Every raced element of one access (bad [n] over flat bytes b): raise the first, or report
