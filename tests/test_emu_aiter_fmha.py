@@ -18,6 +18,7 @@ import json
 import math
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,7 +137,6 @@ def errors(sh: Shape, o, lse, o_ref, lse_ref, p_abs_v) -> dict:
 def run_case(sh: Shape, seed: int | None = None, scale_error: float = 1.0, **opts):
     """Pack with aiter's host code (the packed scale times scale_error), run in the emulator,
     compare with the reference at the true scale. Returns (errors dict, LaunchResult, seconds)."""
-    import time
     gen = torch.Generator().manual_seed(int(np.random.default_rng(seed).integers(1 << 62)))
     scale = 1.0 / math.sqrt(D)
     p = pack(sh, scale * scale_error)

@@ -11,31 +11,15 @@ from click.testing import CliRunner
 
 from flyasm.cli import main
 from flyasm.errors import FlyasmError
-from flyasm.isa.operands import s, v
 from flyasm.kernel import Kernel
 from flyasm.run import launch
 from flyasm.run.args import ArgSpec, pointer_slots, rebase_pointers
 from flyasm.run import hip
+from test_emu_cli import _add_n_kernel  # out[i] = x[i] + n; natural layout: out @0, x @8, n @16
 from test_hip_backend import FakeHipMem
 
 RNG = np.random.default_rng()
 OUT, X = 0x7A00_0000_1000, 0x7A00_0000_9000       # the host's pointer values (any integers)
-
-
-def _add_n_kernel():
-    """out[i] = x[i] + n, natural layout: out @0, x @8, n @16."""
-    k = Kernel("add_n_raw", block=64, arg_layout="natural")
-    out, x, n = k.arg("out", "ptr"), k.arg("x", "ptr"), k.arg("n", "i32")
-    k.s_load_dwordx4(s[4:7], k.kernarg_ptr, out.offset)
-    k.s_load_dword(s[8], k.kernarg_ptr, n.offset)
-    k.v_lshlrev_b32(v[1], 2, v[0])
-    k.s_waitcnt(lgkmcnt=0)
-    k.global_load_dword(v[2], v[1], s[6:7])
-    k.s_waitcnt(vmcnt=0)
-    k.v_add_u32(v[2], s[8], v[2])
-    k.global_store_dword(v[1], v[2], s[4:5])
-    k.s_endpgm()
-    return k
 
 
 @pytest.fixture(scope="module")

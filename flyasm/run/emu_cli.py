@@ -207,6 +207,15 @@ def read_kernarg(text: str) -> bytes:
         raise _err(f"--kernarg takes @FILE.bin or hex digits, not '{text[:40]}'") from None
 
 
+def _address_item(item: str):
+    """'ADDRESS=REST' -> (address int or None when malformed, REST)."""
+    addr, eq, rest = item.partition("=")
+    try:
+        return (int(addr, 0) if eq else None), rest
+    except ValueError:
+        return None, rest
+
+
 def run_raw(co_path, grid, block, kernarg_text, buffer_items, arg_items, out_items, kernel=None, lds=0, trace=None,
             progress=True, seed=None, echo=print, **fidelity_kw):
     """`flyasm emu --kernarg ... --buffer ADDRESS=VALUE ... --out ADDRESS=FILE.npy`."""
@@ -217,26 +226,19 @@ def run_raw(co_path, grid, block, kernarg_text, buffer_items, arg_items, out_ite
     ka = read_kernarg(kernarg_text)
     buffers = {}
     for it in buffer_items:
-        addr, eq, text = it.partition("=")
-        try:
-            a = int(addr, 0) if eq else None
-        except ValueError:
-            a = None
+        a, text = _address_item(it)
         if a is None:
             raise _err(f"--buffer takes ADDRESS=VALUE (e.g. 0x7f0000001000=@q.npy), not '{it}'")
         val = parse_value(text)
         if not isinstance(val, np.ndarray):
-            raise _err(f"--buffer {addr}: give @file.npy or zeros:SHAPExDTYPE, not a number")
+            raise _err(f"--buffer {it.partition('=')[0]}: give @file.npy or zeros:SHAPExDTYPE, not a number")
         buffers[a] = val
     outs = []
     for it in out_items:
-        addr, eq, path = it.partition("=")
-        try:
-            a = int(addr, 0) if eq else None
-        except ValueError:
-            a = None
+        a, path = _address_item(it)
         if a not in buffers:
-            raise _err(f"--out {addr}: not a --buffer address (with --kernarg, --out takes ADDRESS=FILE.npy)")
+            raise _err(f"--out {it.partition('=')[0]}: not a --buffer address (with --kernarg, --out takes "
+                       f"ADDRESS=FILE.npy)")
         outs.append((a, path))
     res = _launch(co, kernel, grid, block, progress, echo, [p for _, p in outs], kernarg=ka, buffers=buffers,
                   lds=lds or None, trace=trace, seed=seed, **fidelity_kw)
