@@ -200,8 +200,7 @@ def test_five_percent_scale_error_is_caught():
 
 @needs_aiter
 @pytest.mark.slow
-@pytest.mark.parametrize("sh", [Shape(2, 4, 2, 600, 600, False), Shape(2, 4, 1, 520, 600, True),
-                                Shape(1, 4, 2, 600, 600, True)], ids=str)
+@pytest.mark.parametrize("sh", [Shape(2, 2, 1, 600, 600, False), Shape(2, 2, 1, 520, 600, True)], ids=str)
 def test_aiter_fmha_larger_shapes(sh):
     err, res, cpu, _ = run_case(sh)
     assert err["written"] and err["o_ok"] and err["lse_ok"], err
