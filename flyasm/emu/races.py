@@ -74,7 +74,6 @@ class LdsRaces:
         self.n_wg = max(n_wg, (arena_size - 16) // lds_size if lds_size else 0)
         self.wrote = np.zeros(self.n_wg, bool)        # workgroup wrote LDS in this epoch
         self.read = np.zeros(self.n_wg, bool)         # workgroup read LDS in this epoch
-        self.pcs = None
         if report is not None:     # per dword: writer pc [ndw]; last reader pc per local wave [waves, ndw]
             nloc = int(local.max()) + 1 if local.size else 1
             self.wpc = np.full(size // 4, -1, np.int32)
