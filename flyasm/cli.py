@@ -299,8 +299,9 @@ def sweep(kernel, out_dir, top, jobs, ray_address, model, cache, seed, no_progre
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False),
               help="Output kernel file (default: NAME_kernel.py in the current directory).")
 @click.option("--no-verify", is_flag=True, help="Do not build the lifted file and compare it with SRC.")
+@click.option("--kernel", default=None, help="Kernel name when the file holds several.")
 @handles_errors
-def lift(src, out, no_verify):
+def lift(src, out, no_verify, kernel):
     """Lift a gfx950 .co (or .s) into an editable flyasm kernel file whose build() gives back
     the same .text, kernel descriptor and metadata; big kernels get a NAME_parts/ folder."""
     import time
@@ -308,13 +309,13 @@ def lift(src, out, no_verify):
     from .lift import lift as _lift
     t0 = time.perf_counter()
     stem = Path(out).stem if out else None
-    res = _lift(src, stem=stem)
+    res = _lift(src, stem=stem, kernel=kernel)
     out = out or f"{res.name}_kernel.py"
     paths = res.write(out)
     took = time.perf_counter() - t0
     if not no_verify:
         from .lift.verify import verify
-        verify(out, res.source.co)
+        verify(out, res.source.co, res.name)
     click.echo(f"{out}: kernel {res.name}, {res.instructions} instructions ({res.raw} raw), {res.functions} "
                f"functions in {len(paths)} file(s), {len(res.plan)} named register regions; lifted in {took:.2f} s"
                + ("" if no_verify else "; build() gives back the same bytes"))

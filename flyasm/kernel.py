@@ -60,6 +60,10 @@ class Foreign:
     module_metadata: the other top-level metadata keys (amdhsa.target, amdhsa.version, ...).
     target: the `.amdgcn_target` string (xnack/sramecc end up in the ELF e_flags).
     code_end: the 32-bit words .text holds after the function's end (the toolchain's padding).
+    sized: False when the original's function symbol has st_size 0 (hand-written sources without
+        `.size`, e.g. aiter's): the rebuild then writes no `.size` either.
+    accum_fixed: the original's code already uses arch VGPRs at or above its accum_offset (its
+        AGPRs alias them, e.g. aiter's attention kernels): that accum_offset stands, not the larger.
     """
 
     descriptor: dict = field(default_factory=dict)
@@ -68,6 +72,8 @@ class Foreign:
     target: str | None = None
     code_end: tuple = ()
     kd: bytes | None = None
+    sized: bool = True
+    accum_fixed: bool = False
 
 
 @dataclass
@@ -242,7 +248,7 @@ class Kernel:
 
     def set_foreign(self, *, descriptor: dict | None = None, metadata: dict | None = None,
                     module_metadata: dict | None = None, target: str | None = None, code_end=(),
-                    kd: bytes | None = None) -> Foreign:
+                    kd: bytes | None = None, sized: bool = True, accum_fixed: bool = False) -> Foreign:
         """Reproduce a foreign kernel's descriptor and metadata exactly (see `Foreign`)."""
         from .codeobj.descriptor import DIRECTIVES
         known = set(DIRECTIVES.values()) | {"group_segment_fixed_size", "private_segment_fixed_size",
@@ -254,7 +260,8 @@ class Kernel:
         if kd is not None and len(kd) != 64:
             raise KernelError(f"a kernel descriptor is 64 bytes, not {len(kd)}")
         self.foreign = Foreign(dict(descriptor or {}), metadata, module_metadata, target,
-                               tuple(int(w) & 0xFFFFFFFF for w in code_end), kd)
+                               tuple(int(w) & 0xFFFFFFFF for w in code_end), kd, bool(sized),
+                               bool(accum_fixed))
         return self.foreign
 
     def label(self, name: str) -> Label:

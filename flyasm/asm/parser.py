@@ -91,7 +91,8 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
     mod = AsmModule(filename=filename)
     cur: AsmKernel | None = None
     kernels: dict[str, AsmKernel] = {}
-    functions: set[str] = set()
+    given_functions = functions is not None   # a code object's FUNC symbols: other headers are labels
+    functions = set(functions or ())
     pending_labels: list[str] = []
     region: tuple[str, ...] = ()
     loc: SourceLoc | None = None
@@ -160,7 +161,7 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
         m = _OBJDUMP_SYM.match(s)
         if m:
             objdump_mode = True
-            if functions is not None and m.group(2) not in functions and cur is not None:
+            if given_functions and m.group(2) not in functions and cur is not None:
                 pending_labels.append(m.group(2))
                 continue
             start_function(m.group(2))

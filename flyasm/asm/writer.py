@@ -78,8 +78,9 @@ def render(k) -> tuple[str, dict[int, int]]:
         emit(f"\t; end region {'/'.join(r.path)}")
     for name in labels_at.get(n, []):
         emit(f"{local_label(name)}:")
-    emit(f".Lfunc_end_{k.name}:")
-    emit(f"\t.size {k.name}, .Lfunc_end_{k.name}-{k.name}")
+    if k.foreign is None or k.foreign.sized:
+        emit(f".Lfunc_end_{k.name}:")
+        emit(f"\t.size {k.name}, .Lfunc_end_{k.name}-{k.name}")
     tagged = [(i, inst.lds_buffer) for i, inst in enumerate(k.stream) if inst.lds_buffer]
     if tagged:
         # LDS-buffer annotations travel inside the code object, in a non-loaded section of
@@ -136,7 +137,7 @@ def descriptor_directives(k, d: dict) -> dict:
         out["reserve_vcc"] = fd.get("reserve_vcc", 0)
     for key in ("next_free_vgpr", "accum_offset"):
         if key in fd:
-            out[key] = max(fd[key], d[key])
+            out[key] = fd[key] if key == "accum_offset" and k.foreign.accum_fixed else max(fd[key], d[key])
     for key, val in fd.items():
         if key not in ("next_free_sgpr", "next_free_vgpr", "accum_offset", "reserve_vcc"):
             out[key] = val

@@ -19,8 +19,9 @@ from ..asm.parser import AsmKernel, AsmModule, parse_asm
 from ..asm.toolchain import find_toolchain
 from ..asm.writer import instruction_line
 from ..errors import CodeObjectError, FlyasmError
+from ..isa.hidden_bits import with_true_modifiers
 from ..isa.instruction import Instruction
-from ..isa.operands import Imm, Label
+from ..isa.operands import Imm, Label, local_label
 from .metadata import to_yaml
 from .reader import CodeObject, read_code_object
 
@@ -54,10 +55,13 @@ def disassemble(src) -> AsmModule:
         raise CodeObjectError(f"llvm-objdump covered {total} of {len(co.text)} bytes of .text", find_loc=False)
     sizes = {f.name: f for f in co.functions}
     for k in mod.kernels:
-        for n, inst in enumerate(k.instructions):
+        for n, (inst, enc) in enumerate(zip(k.instructions, k.encodings)):
             inst.lds_buffer = co.lds_tags.get((k.name, n), inst.lds_buffer)
+            if inst.mnemonic.startswith("v_mfma_scale"):
+                inst.modifiers = with_true_modifiers(inst.modifiers, enc, inst.family)
         if k.name in sizes:
-            k.addr, k.size = sizes[k.name].value - co.text_addr, sizes[k.name].size
+            # size None: the symbol has st_size 0 (no `.size` in its source), and so will the rebuild
+            k.addr, k.size = sizes[k.name].value - co.text_addr, sizes[k.name].size or None
         for kc in co.kernels:
             if kc.name == k.name:
                 k.descriptor = kc.descriptor.fields | {"_kd": kc.descriptor}
@@ -164,12 +168,12 @@ def render_module(mod: AsmModule, co: CodeObject | None = None) -> str:
             if i == end_idx:
                 out.append(f".Lfunc_end_{k.name}:")
             for lab in sorted(at.get(i, [])):
-                out.append(f"{lab}:")
+                out.append(f"{local_label(lab)}:")
             out.append("\t" + instruction_line(inst))
         if end_idx == len(k.instructions):
             out.append(f".Lfunc_end_{k.name}:")
         for lab in sorted(at.get(len(k.instructions), [])):
-            out.append(f"{lab}:")
+            out.append(f"{local_label(lab)}:")
         if end_idx is not None:
             out.append(f"\t.size {k.name}, .Lfunc_end_{k.name}-{k.name}")
     out.append("")

@@ -65,8 +65,8 @@ def _pc(x: int | None) -> str:
 
 
 def lift(path, *, stem: str | None = None, func_limit: int = FUNC_LIMIT, file_limit: int = FILE_LIMIT,
-         infer_plan: bool = True) -> Lifted:
-    src = path if isinstance(path, LiftSource) else load(path)
+         infer_plan: bool = True, kernel: str | None = None) -> Lifted:
+    src = path if isinstance(path, LiftSource) else load(path, kernel)
     stem = stem or f"{src.name}_kernel"
     if not stem.isidentifier():
         raise LiftError(f"output name '{stem}' must be a Python identifier")
@@ -78,20 +78,25 @@ def lift(path, *, stem: str | None = None, func_limit: int = FUNC_LIMIT, file_li
     params = kernel_params(src)
     rnd0 = Renderer(RegionIndex([]))
     built = [rnd0.builder_ok(inst) for inst in stream]
-    k, regions = _build_in_memory(src, params, regions, [rnd0.line(i, i.raw, b)[1] for i, b in zip(stream, built)])
+    encs = src.encodings or [None] * n
+    # a builder that refuses an instruction (or a table that mis-describes it) leaves its bytes
+    k, regions = _build_in_memory(src, params, regions,
+                                  [rnd0.line(i, i.raw if i.raw is not None else e, b)[1]
+                                   for i, e, b in zip(stream, encs, built)])
     rnd = Renderer(RegionIndex(regions))
     lines: list[Line] = []
-    for inst, b in zip(stream, built):
-        ln, _ = rnd.line(inst, inst.raw, b)
+    for inst, e, b in zip(stream, encs, built):
+        ln, _ = rnd.line(inst, inst.raw if inst.raw is not None else e, b)
         if inst.comment and not ln.text.endswith(inst.comment):
             ln.text += f"  # {inst.comment}"
         lines.append(ln)
     nodes = from_regions(stream) or blocks_and_loops(stream, src.labels, [i.pc for i in stream])
     steps = plan_steps(nodes, n, func_limit)
     desc, kd = foreign_descriptor(src, k)
+    accum_fixed = k.descriptor()["accum_offset"] > src.kd.accum_offset
     k.set_foreign(descriptor=desc, metadata=src.metadata, module_metadata=src.module_metadata, target=src.target,
-                  code_end=src.code_end, kd=kd)
-    files = _write_files(src, stem, params, regions, lines, steps, desc, kd, file_limit)
+                  code_end=src.code_end, kd=kd, sized=src.sized, accum_fixed=accum_fixed)
+    files = _write_files(src, stem, params, regions, lines, steps, desc, kd, file_limit, accum_fixed)
     nfunc = sum(1 for _ in _chunks(steps))
     return Lifted(src.name, files, k, src, regions, n, rnd.raw_count, nfunc)
 
@@ -193,7 +198,8 @@ def _plan_text(src: LiftSource, regions: list[PlanRegion]) -> str:
             f'    return RegisterPlan("{src.name}", regions={{\n' + "\n".join(rows) + "\n    })\n")
 
 
-def _write_files(src: LiftSource, stem: str, params: dict, regions, lines, steps, desc, kd, file_limit) -> dict:
+def _write_files(src: LiftSource, stem: str, params: dict, regions, lines, steps, desc, kd, file_limit,
+                 accum_fixed: bool = False) -> dict:
     labels_at: dict[int, list[str]] = {}
     for lab, idx in sorted(src.labels.items(), key=lambda kv: (kv[1], kv[0])):
         labels_at.setdefault(idx, []).append(lab)
@@ -225,7 +231,8 @@ def _write_files(src: LiftSource, stem: str, params: dict, regions, lines, steps
     for lab in labels_at.get(len(src.stream), ()):
         build.append(f'    k.label("{lab}")')
     build.append("    k.set_foreign(descriptor=DESCRIPTOR, metadata=METADATA, module_metadata=MODULE_METADATA,")
-    build.append("                  target=TARGET, code_end=CODE_END" + (", kd=KD)" if kd is not None else ")"))
+    build.append("                  target=TARGET, code_end=CODE_END" + (", kd=KD" if kd is not None else "")
+                 + (", sized=False" if not src.sized else "") + (", accum_fixed=True" if accum_fixed else "") + ")")
     build.append("    return k")
     origin = Path(src.origin).name or "a code object"
     head = (f'"""{src.name}: lifted by `flyasm lift` from {origin}.\n\n'

@@ -178,7 +178,8 @@ def foreign_descriptor(src: LiftSource, k: Kernel) -> tuple[dict, bytes | None]:
     out = {}
     for key, val in src.kd.directives():
         mine = own.get(key, _DIRECTIVE_DEFAULTS.get(key, 0))
-        if mine != val:
+        # the file declares its arguments after this comparison: the kernarg size always stands
+        if mine != val or key == "kernarg_size":
             out[key] = val
     return out, None
 

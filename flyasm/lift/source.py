@@ -39,35 +39,50 @@ class LiftSource:
     code_end: list[int] = field(default_factory=list)
     origin: str = ""
     co: CodeObject | None = None
+    sized: bool = True        # False: the symbol has st_size 0, and so must the rebuild
+    whole: bool = True        # False: one kernel of several; the rebuild is compared kernel by kernel
+    encodings: list = field(default_factory=list)   # per instruction: its bytes in the original
 
 
 def _words(b: bytes) -> list[int]:
     return [int.from_bytes(b[i:i + 4], "little") for i in range(0, len(b), 4)]
 
 
-def from_code_object(src, names_from=None) -> LiftSource:
-    """The single kernel of a code object. `names_from` (an AsmKernel) supplies label names and
-    region paths when it has the same instruction count (a `.s` that was assembled into `src`)."""
+def from_code_object(src, names_from=None, kernel: str | None = None) -> LiftSource:
+    """One kernel of a code object (`kernel` names it when there are several). `names_from` (an
+    AsmKernel) supplies label names and region paths when it has the same instruction count (a
+    `.s` that was assembled into `src`). A kernel whose symbol has st_size 0 runs to the next
+    function or the end of .text (codeobj.reader), and its rebuild keeps st_size 0."""
     co = src if isinstance(src, CodeObject) else read_code_object(src)
     where = co.path or "the code object"
-    if len(co.kernels) != 1 or len(co.functions) != 1:
-        raise LiftError(f"flyasm lift reproduces code objects with one kernel and no other functions; {where} has "
-                        f"{len(co.kernels)} kernel(s) and functions {', '.join(f.name for f in co.functions) or 'none'}")
     if co.code_object_version not in (5, 6):
         raise LiftError(f"{where} is code object v{co.code_object_version}; flyasm builds v5 and v6")
-    kc = co.kernels[0]
+    if not co.kernels:
+        raise LiftError(f"{where} holds no kernel descriptor (NAME.kd symbol)")
+    if kernel is None and len(co.kernels) != 1:
+        raise LiftError(f"{where} holds {len(co.kernels)} kernels ({', '.join(k.name for k in co.kernels)}); "
+                        f"pick one with --kernel NAME")
+    try:
+        kc = co.kernel(kernel) if kernel is not None else co.kernels[0]
+    except FlyasmError as e:
+        raise LiftError(e.message) from None
+    whole = len(co.kernels) == 1 and len(co.functions) == 1
     mod = disassemble(co)
     verify_encodings(mod)
     ak = mod.kernel(kc.name)
-    if ak.addr != 0:
+    if whole and ak.addr != 0:
         raise LiftError(f"{where}: .text holds {ak.addr} bytes before kernel {kc.name}, which a builder cannot place")
-    end = ak.addr + ak.size
+    entry = kc.addr - co.text_addr
+    end = entry + kc.size
     n = sum(1 for i in ak.instructions if i.pc is not None and i.pc < end)
-    body, tail = ak.instructions[:n], ak.instructions[n:]
+    body = ak.instructions[:n]
     pos = sum(len(e or b"") for e in ak.encodings[:n])
-    if pos != ak.size:
-        raise LiftError(f"{where}: the kernel's symbol ends inside an instruction (at byte {ak.size})")
-    code_end = _words(b"".join(e or b"" for e in ak.encodings[n:]))
+    if pos != kc.size:
+        raise LiftError(f"{where}: kernel {kc.name} ends inside an instruction (at byte {kc.size})")
+    if not body:
+        raise LiftError(f"kernel {kc.name} has no instructions")
+    # one kernel of several: the builder gives back that kernel, not the whole .text
+    code_end = _words(b"".join(e or b"" for e in ak.encodings[n:])) if whole else []
     labels = {lab: idx for lab, idx in ak.labels.items()}
     if any(idx > n for idx in labels.values()):
         raise LiftError(f"{where}: a branch jumps past the end of kernel {kc.name}")
@@ -76,9 +91,9 @@ def from_code_object(src, names_from=None) -> LiftSource:
     _name_labels(body, labels, names_from)
     meta = co.metadata or {}
     module_meta = {k: v for k, v in meta.items() if k != "amdhsa.kernels"} if co.metadata is not None else None
-    del tail
     return LiftSource(kc.name, body, labels, kc.descriptor, kc.metadata, module_meta, co.target,
-                      co.code_object_version, code_end, origin=co.path or "", co=co)
+                      co.code_object_version, code_end, origin=co.path or "", co=co, sized=kc.sized,
+                      whole=whole, encodings=list(ak.encodings[:n]))
 
 
 def _name_labels(body: list[Instruction], labels: dict[str, int], names_from) -> None:
@@ -113,7 +128,7 @@ def _name_labels(body: list[Instruction], labels: dict[str, int], names_from) ->
                                   for op in inst.operands)
 
 
-def from_asm_file(path) -> LiftSource:
+def from_asm_file(path, kernel: str | None = None) -> LiftSource:
     """A `.s` file: assembled with llvm-mc/ld.lld, then lifted from the code object, keeping the
     `.s` label names and region comments."""
     from ..asm.driver import assemble
@@ -126,14 +141,15 @@ def from_asm_file(path) -> LiftSource:
     data = assemble(text, cov, name=Path(path).name)
     co = read_code_object(data)
     co.path = str(path)
-    names = mod.kernel(co.kernels[0].name) if len(co.kernels) == 1 and mod.kernels else None
-    return from_code_object(co, names)
+    name = kernel if kernel is not None else (co.kernels[0].name if len(co.kernels) == 1 else None)
+    names = mod.kernel(name) if name is not None and any(k.name == name for k in mod.kernels) else None
+    return from_code_object(co, names, kernel)
 
 
-def load(path) -> LiftSource:
+def load(path, kernel: str | None = None) -> LiftSource:
     p = Path(path)
     if not p.is_file():
         raise LiftError(f"{path} does not exist")
     if p.suffix.lower() == ".s":
-        return from_asm_file(p)
-    return from_code_object(p)
+        return from_asm_file(p, kernel)
+    return from_code_object(p, kernel=kernel)
