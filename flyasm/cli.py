@@ -147,13 +147,14 @@ def asm(src, out, code_object):
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False),
               help="Output .s (default: print to stdout).")
 @click.option("--no-verify", is_flag=True, help="Skip re-encoding each instruction with llvm-mc.")
+@click.option("--kernel", default=None, help="Only this kernel (its code, descriptor and metadata entry).")
 @handles_errors
-def disasm(src, out, no_verify):
+def disasm(src, out, no_verify, kernel):
     """Disassemble a code object into a .s that assembles back to the same bytes
-    (.text, kernel descriptors, metadata)."""
+    (.text, kernel descriptors, metadata); with --kernel, one kernel's .s."""
     from .asm.driver import atomic_write
     from .codeobj.disasm import disasm as _disasm
-    text = _disasm(src, verify=not no_verify)
+    text = _disasm(src, verify=not no_verify, kernel=kernel)
     if out:
         atomic_write(Path(out), text)
         click.echo(out)
@@ -164,12 +165,16 @@ def disasm(src, out, no_verify):
 @main.command()
 @click.argument("src", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print everything as JSON.")
+@click.option("--kernel", default=None, help="Only this kernel when the code object holds several.")
 @handles_errors
-def info(src, as_json):
+def info(src, as_json, kernel):
     """Kernel descriptor and metadata summary of a code object."""
     from .codeobj.reader import read_code_object
     co = read_code_object(src)
     summ = co.summary()
+    if kernel is not None:
+        co.kernel(kernel)   # one sentence naming the kernels there are, when it is not one of them
+        summ["kernels"] = [k for k in summ["kernels"] if k["name"] == kernel]
     if as_json:
         click.echo(json.dumps(_jsonable(summ), indent=2, sort_keys=True))
         return

@@ -188,11 +188,28 @@ def render_module(mod: AsmModule, co: CodeObject | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def disasm(src, *, verify: bool = True) -> str:
+def disasm(src, *, verify: bool = True, kernel: str | None = None) -> str:
     """A complete .s for a code object: assembling it gives back .text, the descriptors and the
-    metadata byte for byte (instructions llvm-mc would encode differently become .long words)."""
+    metadata byte for byte (instructions llvm-mc would encode differently become .long words).
+    With `kernel`, only that kernel: its code, descriptor and metadata entry give back the same
+    bytes in an object of its own."""
     co = src if isinstance(src, CodeObject) else read_code_object(src)
     mod = disassemble(co)
+    if kernel is not None:
+        mod = only_kernel(mod, co.kernel(kernel).name)
     if verify:
         verify_encodings(mod)
     return render_module(mod, co)
+
+
+def only_kernel(mod: AsmModule, name: str) -> AsmModule:
+    """The module cut to one kernel: its function, descriptor and amdhsa.kernels entry."""
+    k = mod.kernel(name)
+    meta = None
+    if mod.metadata is not None:
+        meta = dict(mod.metadata)
+        meta["amdhsa.kernels"] = [km for km in mod.metadata.get("amdhsa.kernels", []) or []
+                                  if isinstance(km, dict) and km.get(".symbol") == f"{name}.kd"]
+    out = AsmModule(kernels=[k], target=mod.target, metadata=meta, filename=mod.filename)
+    out._co = getattr(mod, "_co", None)  # noqa: SLF001
+    return out

@@ -162,6 +162,8 @@ def _decode(co: bytes, symbol: str | None) -> Program:
             continue                           # alignment padding after the function's end
         inst.pc -= entry                       # the emulator's pcs are relative to the kernel entry
         insts.append(inst)
+    if not insts:
+        raise CodeObjectError(f"kernel {symbol} decodes to no instructions", find_loc=False)
     labels = {lab: i for lab, i in ak.labels.items() if i <= len(insts)}
     mk = kc.metadata or {}
     return Program(symbol, insts, Descriptor.from_kd(kc.descriptor), list(mk.get(".args", []) or []), mk,

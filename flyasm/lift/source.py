@@ -81,9 +81,16 @@ def from_code_object(src, names_from=None, kernel: str | None = None) -> LiftSou
         raise LiftError(f"{where}: kernel {kc.name} ends inside an instruction (at byte {kc.size})")
     if not body:
         raise LiftError(f"kernel {kc.name} has no instructions")
-    # one kernel of several: the builder gives back that kernel, not the whole .text
-    code_end = _words(b"".join(e or b"" for e in ak.encodings[n:])) if whole else []
     labels = {lab: idx for lab, idx in ak.labels.items()}
+    extent = n
+    if not kc.sized:
+        # the extent of a symbol without size takes in the alignment padding after s_endpgm:
+        # those words are padding again in the rebuild (a builder ends a kernel at s_endpgm)
+        n = _padding_start(body, labels)
+        body = body[:n]
+    # one kernel of several: the builder gives back that kernel, not the whole .text
+    tail = ak.encodings[n:] if whole else ak.encodings[n:extent]
+    code_end = _words(b"".join(e or b"" for e in tail))
     if any(idx > n for idx in labels.values()):
         raise LiftError(f"{where}: a branch jumps past the end of kernel {kc.name}")
     for inst in body:
@@ -94,6 +101,22 @@ def from_code_object(src, names_from=None, kernel: str | None = None) -> LiftSou
     return LiftSource(kc.name, body, labels, kc.descriptor, kc.metadata, module_meta, co.target,
                       co.code_object_version, code_end, origin=co.path or "", co=co, sized=kc.sized,
                       whole=whole, encodings=list(ak.encodings[:n]))
+
+
+PADDING = ("s_nop", "s_code_end")
+
+
+def _padding_start(body: list[Instruction], labels: dict[str, int]) -> int:
+    """Index where the trailing s_nop/s_code_end run after the last s_endpgm starts (len(body)
+    when there is none, or when a label points into it)."""
+    j = len(body)
+    while j > 0 and body[j - 1].mnemonic in PADDING:
+        j -= 1
+    if j == len(body) or j == 0 or body[j - 1].mnemonic != "s_endpgm":
+        return len(body)
+    if any(j < idx <= len(body) for idx in labels.values()):
+        return len(body)
+    return j
 
 
 def _name_labels(body: list[Instruction], labels: dict[str, int], names_from) -> None:

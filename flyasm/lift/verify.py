@@ -44,6 +44,8 @@ def differences(orig: CodeObject, back: CodeObject) -> list[str]:
             fo, fb = ko.descriptor.to_dict(), kb.descriptor.to_dict()
             fields = [f"{key} {fo[key]} vs {fb.get(key)}" for key in fo if fo[key] != fb.get(key)]
             out.append(f"{ko.name}: kernel descriptor differs ({'; '.join(fields[:4])})")
+    if [k.sized for k in back.kernels] != [k.sized for k in orig.kernels]:
+        out.append("st_size differs (set in one, 0 in the other)")
     if back.metadata != orig.metadata:
         out.append("metadata differs")
     if (back.e_flags, back.abi_version) != (orig.e_flags, orig.abi_version):
@@ -59,8 +61,14 @@ def kernel_differences(orig: CodeObject, back: CodeObject, name: str) -> list[st
     if kb.code != ko.code:
         n = next((i for i, (x, y) in enumerate(zip(ko.code, kb.code)) if x != y), min(len(ko.code), len(kb.code)))
         out.append(f"the code of {name} differs from byte {n} ({len(ko.code)} vs {len(kb.code)} bytes)")
-    if kb.descriptor.raw != ko.descriptor.raw:
-        out.append(f"{name}: kernel descriptor differs")
+    # where the code sits relative to the descriptor depends on the object's layout, not the kernel
+    # (bytes 16..23, kernel_code_entry_byte_offset: AMDGPUUsage "Kernel Descriptor")
+    ro, rb = ko.descriptor.raw, kb.descriptor.raw
+    if ro[:16] + ro[24:] != rb[:16] + rb[24:]:
+        fo, fb = ko.descriptor.to_dict(), kb.descriptor.to_dict()
+        fields = [f"{key} {fo[key]} vs {fb.get(key)}" for key in fo
+                  if key != "kernel_code_entry_byte_offset" and fo[key] != fb.get(key)]
+        out.append(f"{name}: kernel descriptor differs ({'; '.join(fields[:4])})")
     if kb.metadata != ko.metadata:
         out.append(f"{name}: metadata differs")
     if kb.sized != ko.sized:

@@ -45,12 +45,14 @@ def register(main: click.Group) -> None:
     @click.argument("a", type=click.Path(dir_okay=False, exists=True))
     @click.argument("b", type=click.Path(dir_okay=False, exists=True))
     @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
+    @click.option("--kernel", help="Kernel name in both A and B when they hold several.")
+    @click.option("--kernel-b", help="Kernel name in B, when it differs from --kernel.")
     @handles_errors
-    def diff(a, b, as_json):
+    def diff(a, b, as_json, kernel, kernel_b):
         """Register layout, instruction mix per region, descriptor and metadata from A to B."""
         from .diff import diff as _diff
         from .diff import format_diff, to_json
-        d = _diff(a, b)
+        d = _diff(a, b, kernel_a=kernel, kernel_b=kernel_b or kernel)
         click.echo(to_json(d) if as_json else format_diff(d))
 
     @main.command()

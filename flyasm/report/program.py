@@ -139,6 +139,8 @@ def from_codeobj(co, kernel: str | None = None) -> Program:
     # objdump also lists the s_nop padding after the symbol; keep what the FUNC symbol covers.
     end = kc.addr - co.text_addr + kc.size
     n = sum(1 for i in ak.instructions if i.pc is None or i.pc < end)
+    if n == 0:
+        raise ReportError(f"kernel {kc.name} in {co.path or 'the code object'} decodes to no instructions")
     stream = ak.instructions[:n]
     labels = {name: idx for name, idx in ak.labels.items() if idx <= n}
     kd = kc.descriptor
@@ -171,6 +173,8 @@ def from_asm(text: str, filename: str | None = None, kernel: str | None = None) 
                             kernarg_size=int(d.get("kernarg_size", 0)), sgpr_count=meta.get("sgpr_count"))
     threads, bound = _threads_from_meta(meta)
     stream = list(ak.instructions)
+    if not stream:
+        raise ReportError(f"kernel {ak.name} in {filename or 'the assembly'} has no instructions")
     return Program(ak.name, stream, dict(ak.labels), _regions_from_stream(stream), desc, dict(d), meta, None,
                    threads, bound, "s")
 
