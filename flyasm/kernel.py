@@ -62,8 +62,10 @@ class Foreign:
     code_end: the 32-bit words .text holds after the function's end (the toolchain's padding).
     sized: False when the original's function symbol has st_size 0 (hand-written sources without
         `.size`, e.g. aiter's): the rebuild then writes no `.size` either.
-    accum_fixed: the original's code already uses arch VGPRs at or above its accum_offset (its
-        AGPRs alias them, e.g. aiter's attention kernels): that accum_offset stands, not the larger.
+    baseline: the register counts flyasm computes for the original code (accum_offset,
+        next_free_vgpr, .vgpr_count, .agpr_count, .sgpr_count). A foreign value stands while our
+        count is no higher than that, so hand-written code that aliases AGPRs with arch VGPRs or
+        leaves VCC out of .sgpr_count (aiter's) rebuilds exactly; an edit that uses more grows it.
     """
 
     descriptor: dict = field(default_factory=dict)
@@ -73,7 +75,7 @@ class Foreign:
     code_end: tuple = ()
     kd: bytes | None = None
     sized: bool = True
-    accum_fixed: bool = False
+    baseline: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -248,7 +250,7 @@ class Kernel:
 
     def set_foreign(self, *, descriptor: dict | None = None, metadata: dict | None = None,
                     module_metadata: dict | None = None, target: str | None = None, code_end=(),
-                    kd: bytes | None = None, sized: bool = True, accum_fixed: bool = False) -> Foreign:
+                    kd: bytes | None = None, sized: bool = True, baseline: dict | None = None) -> Foreign:
         """Reproduce a foreign kernel's descriptor and metadata exactly (see `Foreign`)."""
         from .codeobj.descriptor import DIRECTIVES
         known = set(DIRECTIVES.values()) | {"group_segment_fixed_size", "private_segment_fixed_size",
@@ -261,7 +263,7 @@ class Kernel:
             raise KernelError(f"a kernel descriptor is 64 bytes, not {len(kd)}")
         self.foreign = Foreign(dict(descriptor or {}), metadata, module_metadata, target,
                                tuple(int(w) & 0xFFFFFFFF for w in code_end), kd, bool(sized),
-                               bool(accum_fixed))
+                               dict(baseline or {}))
         return self.foreign
 
     def label(self, name: str) -> Label:

@@ -86,3 +86,27 @@ def test_silicon_kernarg_matches_fa_fwd_aiter_args():
         elif a.name != "opt":           # aiter's tuning option (5 or 3); silicon.py passes 0
             assert struct.unpack_from("<I", packed, a.offset)[0] == want, a.name
     assert silicon.flops(16, 64, 8192, 128, True) == 2 * 16 * 64 * 8192 ** 2 * 128
+
+
+def test_corpus_smoke(tmp_path):
+    """benchmarks/corpus.py on a tiny tree: a family of one good object, a family with a broken one
+    (its error sentence is a row; the run still exits 0)."""
+    import importlib.util
+
+    from flyasm.lift.verify import assemble_kernel
+    spec = importlib.util.spec_from_file_location("bench_scale_kernel", tmp_path / "scale.py")
+    (tmp_path / "scale.py").write_text(KERNEL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tree = tmp_path / "tree"
+    (tree / "good").mkdir(parents=True)
+    (tree / "bad").mkdir()
+    (tree / "good" / "scale.co").write_bytes(assemble_kernel(mod.build()))
+    (tree / "bad" / "junk.co").write_bytes(b"\x7fELF not really")
+    js = tmp_path / "corpus.json"
+    out = _run(["benchmarks/corpus.py", str(tree), "--jobs", "2", "--json", str(js)])
+    assert "== good: 1 objects, 1 kernels" in out and "== bad: 1 objects, 0 kernels" in out
+    assert "FAIL read       junk.co:" in out and "slowest check" in out
+    rows = {Path(r["path"]).name: r for r in json.loads(js.read_text())["rows"]}
+    assert all(rows["scale.co"]["ok"][t] for t in ("read", "disasm", "lift", "check", "stats", "emu-decode"))
+    assert not rows["junk.co"]["ok"]["read"] and "ELF" in rows["junk.co"]["error"]["read"]

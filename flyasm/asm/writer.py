@@ -137,11 +137,19 @@ def descriptor_directives(k, d: dict) -> dict:
         out["reserve_vcc"] = fd.get("reserve_vcc", 0)
     for key in ("next_free_vgpr", "accum_offset"):
         if key in fd:
-            out[key] = fd[key] if key == "accum_offset" and k.foreign.accum_fixed else max(fd[key], d[key])
+            out[key] = foreign_count(k.foreign, key, fd[key], d[key])
     for key, val in fd.items():
         if key not in ("next_free_sgpr", "next_free_vgpr", "accum_offset", "reserve_vcc"):
             out[key] = val
     return out
+
+
+def foreign_count(f, key: str, theirs: int, ours: int) -> int:
+    """A foreign register count: theirs while our count is within what the original code needs
+    by our reckoning (Foreign.baseline), else the larger of both."""
+    if key in f.baseline and ours <= f.baseline[key]:
+        return theirs
+    return max(theirs, ours)
 
 
 def foreign_metadata_yaml(k, d: dict) -> str:
@@ -152,7 +160,7 @@ def foreign_metadata_yaml(k, d: dict) -> str:
     sgprs = d["next_free_sgpr"] + (2 if d["reserve_vcc"] else 0)
     for key, ours in ((".vgpr_count", d["arch_vgprs"]), (".agpr_count", d["agprs"]), (".sgpr_count", sgprs)):
         if key in entry and isinstance(entry[key], int):
-            entry[key] = max(entry[key], ours)
+            entry[key] = foreign_count(f, key, entry[key], ours)
     doc = dict(f.module_metadata or {"amdhsa.target": f.target or TARGET, "amdhsa.version": [1, 2]})
     doc = {"amdhsa.kernels": [entry], **{key: v for key, v in doc.items() if key != "amdhsa.kernels"}}
     return to_yaml(doc)

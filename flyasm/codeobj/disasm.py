@@ -9,6 +9,7 @@ emits them as `.long` words. `disasm(co)` writes the whole module: all of .text 
 """
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import tempfile
@@ -27,15 +28,25 @@ from .reader import CodeObject, read_code_object
 
 
 def _objdump(co: CodeObject) -> str:
+    try:
+        return _objdump_text(co.raw, co.mach)
+    except CodeObjectError as e:
+        raise CodeObjectError(f"llvm-objdump cannot disassemble {co.path or 'the code object'}: {e.message}",
+                              find_loc=False) from None
+
+
+@functools.lru_cache(maxsize=16)
+def _objdump_text(raw: bytes, mach: str) -> str:
+    """llvm-objdump's text of a code object's bytes: the reports, the checker, lift and the
+    emulator's decoder of one object share one run (the text is immutable; the IR is parsed anew)."""
     tc = find_toolchain()
     with tempfile.TemporaryDirectory(prefix="flyasm-dis-") as td:
         p = Path(td) / "x.co"
-        p.write_bytes(co.raw)
-        r = subprocess.run([str(tc.objdump), "-d", f"--mcpu={co.mach}", "--section=.text", str(p)],
+        p.write_bytes(raw)
+        r = subprocess.run([str(tc.objdump), "-d", f"--mcpu={mach}", "--section=.text", str(p)],
                            capture_output=True, text=True)
     if r.returncode != 0:
-        raise CodeObjectError(f"llvm-objdump cannot disassemble {co.path or 'the code object'}: "
-                              f"{(r.stderr.strip().splitlines() or ['?'])[0]}", find_loc=False)
+        raise CodeObjectError((r.stderr.strip().splitlines() or ["?"])[0], find_loc=False)
     return r.stdout
 
 

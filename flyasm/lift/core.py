@@ -93,12 +93,19 @@ def lift(path, *, stem: str | None = None, func_limit: int = FUNC_LIMIT, file_li
     nodes = from_regions(stream) or blocks_and_loops(stream, src.labels, [i.pc for i in stream])
     steps = plan_steps(nodes, n, func_limit)
     desc, kd = foreign_descriptor(src, k)
-    accum_fixed = k.descriptor()["accum_offset"] > src.kd.accum_offset
+    baseline = register_baseline(k)
     k.set_foreign(descriptor=desc, metadata=src.metadata, module_metadata=src.module_metadata, target=src.target,
-                  code_end=src.code_end, kd=kd, sized=src.sized, accum_fixed=accum_fixed)
-    files = _write_files(src, stem, params, regions, lines, steps, desc, kd, file_limit, accum_fixed)
+                  code_end=src.code_end, kd=kd, sized=src.sized, baseline=baseline)
+    files = _write_files(src, stem, params, regions, lines, steps, desc, kd, file_limit, baseline)
     nfunc = sum(1 for _ in _chunks(steps))
     return Lifted(src.name, files, k, src, regions, n, rnd.raw_count, nfunc)
+
+
+def register_baseline(k: Kernel) -> dict:
+    """The register counts flyasm computes for the lifted code as it is (see kernel.Foreign)."""
+    d = k.descriptor()
+    return {"accum_offset": d["accum_offset"], "next_free_vgpr": d["next_free_vgpr"], ".vgpr_count": d["arch_vgprs"],
+            ".agpr_count": d["agprs"], ".sgpr_count": d["next_free_sgpr"] + (2 if d["reserve_vcc"] else 0)}
 
 
 def _build_in_memory(src: LiftSource, params: dict, regions: list[PlanRegion], insts: list):
@@ -199,7 +206,7 @@ def _plan_text(src: LiftSource, regions: list[PlanRegion]) -> str:
 
 
 def _write_files(src: LiftSource, stem: str, params: dict, regions, lines, steps, desc, kd, file_limit,
-                 accum_fixed: bool = False) -> dict:
+                 baseline: dict) -> dict:
     labels_at: dict[int, list[str]] = {}
     for lab, idx in sorted(src.labels.items(), key=lambda kv: (kv[1], kv[0])):
         labels_at.setdefault(idx, []).append(lab)
@@ -232,7 +239,7 @@ def _write_files(src: LiftSource, stem: str, params: dict, regions, lines, steps
         build.append(f'    k.label("{lab}")')
     build.append("    k.set_foreign(descriptor=DESCRIPTOR, metadata=METADATA, module_metadata=MODULE_METADATA,")
     build.append("                  target=TARGET, code_end=CODE_END" + (", kd=KD" if kd is not None else "")
-                 + (", sized=False" if not src.sized else "") + (", accum_fixed=True" if accum_fixed else "") + ")")
+                 + (", sized=False" if not src.sized else "") + ", baseline=BASELINE)")
     build.append("    return k")
     origin = Path(src.origin).name or "a code object"
     head = (f'"""{src.name}: lifted by `flyasm lift` from {origin}.\n\n'
@@ -254,6 +261,7 @@ def _write_files(src: LiftSource, stem: str, params: dict, regions, lines, steps
     main += "METADATA = " + pprint.pformat(src.metadata, width=110, sort_dicts=False) + "\n"
     main += "MODULE_METADATA = " + pprint.pformat(src.module_metadata, width=110, sort_dicts=False) + "\n"
     main += f"CODE_END = {_compress_words(src.code_end)}\n"
+    main += "BASELINE = " + pprint.pformat(baseline, width=110, sort_dicts=False) + "  # our counts for the original\n"
     if kd is not None:
         main += f"KD = {kd!r}\n"
     files = {"__main__": main, **files}

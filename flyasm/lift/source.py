@@ -170,6 +170,8 @@ def from_asm_file(path, kernel: str | None = None) -> LiftSource:
 
 
 def load(path, kernel: str | None = None) -> LiftSource:
+    if isinstance(path, CodeObject):
+        return from_code_object(path, kernel=kernel)
     p = Path(path)
     if not p.is_file():
         raise LiftError(f"{path} does not exist")
