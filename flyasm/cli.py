@@ -221,23 +221,95 @@ def doctor():
         click.echo(f"  {pkg:<15} {ver}")
 
 
-@main.command()
+_CHECK_HELP = """Static checks (wait counters, gfx950 hazards) of a .s, .co or .py kernel.
+
+\b
+Findings are grouped under the one s_waitcnt or s_nop that fixes them, with the instruction
+to put it before; -v lists every finding of a group. Modes:
+\b
+  verify  (default) report; wait states counted as LLVM's hazard recognizer counts them
+          (every instruction is one, s_nop N is N+1). Exit 1 when there are findings.
+  strict  report; only s_nop and VALU instructions count as wait states, as the ISA guide
+          words it, and the ISA-only rows apply. Exit 1 when there are findings.
+  insert  print the waits and s_nops it would insert; with -o FILE.s write the fixed
+          assembly. Exit 1 when it had to fix anything (or something is left), 0 when
+          the kernel needed nothing.
+"""
+
+
+def _s_text(src: str, kernel: str | None) -> str:
+    """The assembly text the fixes go into: the .s itself, our rendering of a .py, a .co's disassembly."""
+    suf = Path(src).suffix.lower()
+    if suf == ".s":
+        return Path(src).read_text()
+    if suf == ".py":
+        from .asm.writer import render
+        from .report.program import from_python
+        return render(from_python(src))[0]
+    from .codeobj.disasm import disasm
+    return disasm(src)
+
+
+@main.command(help=_CHECK_HELP)
 @click.argument("src", type=click.Path(dir_okay=False))
 @click.option("--kernel", default=None, help="Kernel name when the file has several.")
-@click.option("--mode", type=click.Choice(["verify", "strict", "insert"]), default="verify", show_default=True)
+@click.option("--mode", type=click.Choice(["verify", "strict", "insert"]), default="verify", show_default=True,
+              help="verify: report (LLVM counting); strict: report (ISA counting); insert: fix (see above).")
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="With --mode insert: write the fixed assembly here.")
+@click.option("-v", "--verbose", is_flag=True, help="List every finding of each group.")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--strict", is_flag=True, help="Also fail on 'unproven' findings (LDS ranges not proven disjoint).")
 @handles_errors
-def check(src, kernel, mode, as_json, strict):
-    """Static checks (wait counters, gfx950 hazards) of a .s, .co or .py kernel; exit 1 on error findings."""
+def check(src, kernel, mode, out, verbose, as_json, strict):
     from .check import check_program, has_errors
-    from .check.report import findings_json, format_findings
+    from .check.fixes import group_fixes, insertions
+    from .check.report import findings_json, format_findings, summary
     from .report.program import as_program
+    if out and mode != "insert":
+        raise FlyasmError("-o writes the fixed assembly of --mode insert; add --mode insert", find_loc=False)
     prog = as_program(src, kernel)
-    findings = check_program(prog.items(), mode, prog.threads)
-    click.echo(findings_json(findings) if as_json else (format_findings(findings) or "no findings"))
-    if has_errors(findings, strict):
-        sys.exit(1)
+    items = prog.items()
+    findings = check_program(items, "verify" if mode == "insert" else mode, prog.threads)
+    if as_json:
+        click.echo(findings_json(findings))
+    elif mode != "insert":
+        click.echo(f"{summary(findings, items)}:\n{format_findings(findings, items, verbose)}" if findings
+                   else "no findings")
+    if mode != "insert":
+        sys.exit(1 if has_errors(findings, strict) else 0)
+    fixes = group_fixes(items, findings)
+    add = insertions(items, fixes)
+    if not add:
+        click.echo("nothing to insert: no findings")
+        return
+    fixed = [x for i, it in enumerate(items) for x in (*add.get(i, ()), it)]
+    left = check_program(fixed, "verify", prog.threads)
+    if not as_json:
+        n = sum(len(v) for v in add.values())
+        click.echo(f"would insert {n} instruction{'s' if n != 1 else ''} for {summary(findings, items)}:")
+        from .check.findings import Site
+        for i, new in sorted(add.items()):
+            click.echo(f"  {'; '.join(x.text() for x in new)}  before {Site(i, items[i]).describe()}")
+        if verbose:
+            click.echo(format_findings(findings, items, True))
+        if left:
+            click.echo(f"still {summary(left, fixed)} after inserting:\n{format_findings(left, fixed, verbose)}")
+    if out:
+        from .asm.driver import atomic_write
+        from .asm.patch import insert_before
+        from .check.cfg import is_label
+        ordinal = {}
+        for i, it in enumerate(items):
+            if not is_label(it):
+                ordinal[i] = len(ordinal)
+        text = insert_before(_s_text(src, kernel), prog.name, len(ordinal),
+                             {ordinal[i]: [x.text() for x in new] for i, new in add.items()})
+        atomic_write(Path(out), text)
+        click.echo(f"wrote {out}")
+    else:
+        click.echo("(give -o FIXED.s to write the fixed assembly)")
+    sys.exit(1)
 
 
 @main.command("build-set")

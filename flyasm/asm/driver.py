@@ -88,6 +88,10 @@ class BuildResult:
     asm_path: Path | None = None
     co_path: Path | None = None
 
+    def __repr__(self) -> str:     # not the code object's bytes
+        where = f", co_path='{self.co_path}'" if self.co_path else ""
+        return f"BuildResult(name='{self.name}', asm={len(self.asm.splitlines())} lines, co={len(self.co)} bytes{where})"
+
 
 def build_kernel(k, out_dir=None, *, check: bool = True) -> BuildResult:
     from .writer import render

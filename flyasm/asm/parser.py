@@ -142,12 +142,12 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
                 continue
             parts = body.split()
             if not parts[0].startswith(".amdhsa_") or len(parts) != 2:
-                raise ParseError(f"{fname}:{n}: expected '.amdhsa_<field> <value>' inside .amdhsa_kernel, got '{body}'",
+                raise ParseError(f"expected '.amdhsa_<field> <value>' inside .amdhsa_kernel, got '{body}'",
                                  where(n), find_loc=False)
             try:
                 kd_vals[in_kd][parts[0][len(".amdhsa_"):]] = int(parts[1], 0)
             except ValueError:
-                raise ParseError(f"{fname}:{n}: {parts[0]} takes an integer, not '{parts[1]}'", where(n),
+                raise ParseError(f"{parts[0]} takes an integer, not '{parts[1]}'", where(n),
                                  find_loc=False) from None
             continue
         m = _REGION.match(s)
@@ -179,7 +179,7 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
             elif cur is not None:
                 pending_labels.append(name)
             if strip_comment(rest):
-                raise ParseError(f"{fname}:{n}: put the instruction after label '{name}' on its own line",
+                raise ParseError(f"put the instruction after label '{name}' on its own line",
                                  where(n), find_loc=False)
             continue
         if s.startswith("."):
@@ -220,10 +220,10 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
                 try:
                     fno, ln = int(parts[0]), int(parts[1])
                 except (IndexError, ValueError):
-                    raise ParseError(f"{fname}:{n}: .loc takes a file number and a line, not '{arg}'", where(n),
+                    raise ParseError(f".loc takes a file number and a line, not '{arg}'", where(n),
                                      find_loc=False) from None
                 if fno not in mod.files:
-                    raise ParseError(f"{fname}:{n}: .loc names file {fno}, which no .file declared", where(n),
+                    raise ParseError(f".loc names file {fno}, which no .file declared", where(n),
                                      find_loc=False)
                 loc = SourceLoc(mod.files[fno], ln)
                 continue
@@ -239,7 +239,7 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
             continue
         # an instruction
         if cur is None:
-            raise ParseError(f"{fname}:{n}: instruction outside any function (no 'NAME:' label before it)",
+            raise ParseError("instruction outside any function (no 'NAME:' label before it)",
                              where(n), find_loc=False)
         enc = None
         pc = None
@@ -261,7 +261,7 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
                 inst = parse_instruction(body, where(n))
             except ParseError as e:
                 if enc is None:
-                    raise ParseError(f"{fname}:{n}: {e.message}", where(n), find_loc=False) from None
+                    raise ParseError(e.message, where(n), find_loc=False) from None
                 # objdump printed something the IR cannot hold (e.g. an invalid register note):
                 # keep the bytes, and the text as a comment
                 head, _, rest = body.partition(" ")

@@ -48,13 +48,14 @@ def check_kernel(k, mode: str = "verify") -> list[Finding]:
 
 
 def check_kernel_stream(k, mode: str = "verify", strict: bool = False) -> None:
-    """Raise CheckError listing every finding (one line each) when the kernel has an error one
+    """Raise CheckError listing every finding, grouped by the fix, when the kernel has an error one
     (or, with strict, an unproven one)."""
-    from .report import format_findings
-    findings = check_kernel(k, mode)
+    from .report import format_findings, summary
+    items = program_from_kernel(k)
+    findings = check_program(items, mode)
     if has_errors(findings, strict):
-        raise CheckError(f"kernel {k.name}: {len(findings)} static-check finding(s):\n"
-                         + format_findings(findings), find_loc=False)
+        raise CheckError(f"kernel {k.name}: {summary(findings, items)}:\n"
+                         + format_findings(findings, items, verbose=True), find_loc=False)
 
 
 __all__ = ["Finding", "Site", "CheckError", "check_program", "insert_nops", "check_kernel", "check_kernel_stream",

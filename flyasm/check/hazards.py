@@ -16,6 +16,7 @@ from ..isa.instruction import Instruction
 from ..isa.operands import Imm
 from ..isa.syntax import parse_instruction
 from .cfg import CFG, build_cfg, is_label
+from .citations import citation
 from .findings import Finding, Site
 from .rules import MAX_WAITS, RELATION_REGS, RULES, SELECTORS, Rule, is_valu
 
@@ -210,9 +211,8 @@ def _finding(items, h: Hit, ci: int, strict: bool) -> Finding:
     c, p = Site(ci, items[ci]), Site(h.producer, items[h.producer])
     nops = " + ".join(i.text() for i in nops_for(h.need))
     unit = "VALU/s_nop wait states" if strict else "wait states"
-    row = f"row {h.rule.row}" if h.rule.row is not None else "no row"
     msg = (f"{c.describe()} is {h.distance} {unit} after {p.describe()} but {h.rule.title} needs "
-           f"{h.waits} (notes §4.2 {row}); add {nops} right before it")
+           f"{h.waits} ({citation(h.rule.id, h.rule.row)}); add {nops} right before it")
     return Finding(h.rule.id, msg, c, p, h.distance, h.waits, f"insert {nops} before #{ci}", h.rule.row, "hazard")
 
 
@@ -223,8 +223,12 @@ def check_hazards(items: list, mode: str = "verify") -> list[Finding]:
     ha = HazardAnalysis(items, strict)
     out = []
     for ci in ha.instruction_indices():
+        seen = set()
         for h in sorted(ha.hits(ci), key=lambda h: (-h.need, h.producer)):
-            out.append(_finding(items, h, ci, strict))
+            # one finding per (rule, producer): two sources naming the same VGPR are one hazard
+            if (h.rule.id, h.producer) not in seen:
+                seen.add((h.rule.id, h.producer))
+                out.append(_finding(items, h, ci, strict))
     return out
 
 
