@@ -312,6 +312,16 @@ def check(src, kernel, mode, out, verbose, as_json, strict):
     sys.exit(1)
 
 
+@main.command()
+@click.argument("mnemonics", nargs=-1, required=True, metavar="MNEMONIC...")
+@handles_errors
+def doc(mnemonics):
+    """The reference of gfx950 instructions: operands in order with kinds and widths, modifiers
+    with ranges and their Python spelling, encodings, one line of semantics, an example."""
+    from .isa.doc import doc as _doc
+    click.echo("\n\n".join(_doc(m) for m in mnemonics))
+
+
 @main.command("build-set")
 @click.argument("kernel", metavar="KERNEL.py[:GRID]")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True,

@@ -20,7 +20,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from .errors import FlyasmError, KernelError, SourceLoc, user_location
-from .isa import builders, tables
+from .isa import builders, doc, tables
 from .isa.instruction import Instruction
 from .isa.operands import Label, Reg, Special, local_label, s, v
 
@@ -96,7 +96,26 @@ class LabelDef:
 
 
 class Kernel:
-    """A gfx950 kernel under construction."""
+    """A gfx950 kernel under construction: arguments, LDS, an instruction stream, labels, regions.
+
+    Kernel(name, block=256, lds=0, arg_layout="aiter"|"natural", workgroup_ids="x", workitem_ids=0,
+           code_object=5, plan=None)
+
+    Every gfx950 instruction is a method taking its operands in assembly order and its modifiers as
+    keywords; `help(k.v_add_f32)` or `flyasm doc v_add_f32` shows operands, modifiers and an example:
+
+        k.v_add_f32(v[4], v[5], 1.0)                      # v_add_f32 v4, v5, 1.0
+        k.v_max_f32(v[5], v[5], v[5], quad_perm=[1, 0, 3, 2], row_mask=0xf, bank_mask=0xf)   # DPP
+        k.v_mul_f32(v[1], -v[2], abs(v[3]))               # VOP3 negate / absolute value
+        k.buffer_load_dwordx4(v[0:3], v[8], s[16:19], 0, offen=True, offset=64)
+        k.s_waitcnt(vmcnt=0, lgkmcnt=0)
+
+    Registers: v[i], s[i], a[i]; ranges are inclusive (v[32:95] is 64 VGPRs). Specials: m0, vcc,
+    exec_, scc, off. Labels: k.label("loop") places one, k.L("loop") refers to it.
+    Arguments: k.arg(name, type) with type one of ptr, i32, u32, f32, i64, u64, f16, bf16, i16, u16, f64.
+    Regions: `with k.region("pv", expect={"mfma": 16}):` names a stretch for stats, diffs and pictures.
+    k.build(out_dir) checks, writes NAME.s and NAME.co and returns a BuildResult.
+    """
 
     def __init__(self, name: str, *, block: int | tuple = 64, lds: int = 0, arg_layout: str = "aiter",
                  workgroup_ids: str = "x", workitem_ids: int = 0, code_object: int = 5, plan=None,
@@ -162,6 +181,11 @@ class Kernel:
 
     # ---- arguments and LDS ----------------------------------------------------------------
     def arg(self, name: str, type: str) -> Arg:
+        """Declare the next kernel argument; returns an Arg whose .offset is its kernarg byte offset.
+
+        type: "ptr" (8-byte global pointer) or a by-value scalar: i32, u32, f32 (4 bytes), i64, u64,
+        f64 (8), f16, bf16, i16, u16 (2). With arg_layout="aiter" each argument takes a 16-byte slot
+        (aiter's host code packs them so); "natural" aligns each to its size."""
         if type not in ARG_TYPES:
             raise KernelError(f"argument type '{type}' is unknown (use one of {', '.join(ARG_TYPES)})")
         if any(a.name == name for a in self.args):
@@ -212,7 +236,9 @@ class Kernel:
         def build(*operands, **modifiers) -> Instruction:
             return self.emit(builders.make(mnemonic, *operands, **modifiers))
 
-        build.__name__ = mnemonic
+        build.__name__ = build.__qualname__ = mnemonic
+        build.__doc__ = doc.doc(mnemonic)            # help(k.v_add_f32): operands, modifiers, example
+        build.__signature__ = doc.signature(mnemonic)
         return build
 
     def instr(self, mnemonic: str, *operands, **modifiers) -> Instruction:
