@@ -50,6 +50,7 @@ class AsmModule:
     directives: list[tuple[int, str]] = field(default_factory=list)   # (line, text) of every other directive
     files: dict[int, str] = field(default_factory=dict)
     filename: str | None = None
+    names: list[str] = field(default_factory=list)     # '; flyasm:' plan/region records (asm/names.py)
 
     def kernel(self, name: str) -> AsmKernel:
         for k in self.kernels:
@@ -62,6 +63,7 @@ _OBJDUMP_ADDR = re.compile(r"//\s*([0-9A-Fa-f]+):((?:\s+[0-9A-Fa-f]{8})+)\s*(<[^
 _OBJDUMP_SYM = re.compile(r"^([0-9A-Fa-f]{8,16}) <([^>]+)>:\s*$")
 _LABEL = re.compile(r"^([A-Za-z_.$][\w.$@]*):(.*)$")
 _REGION = re.compile(r"^;\s*(end )?region (\S+)\s*$")
+_NAMES = re.compile(r"^;\s*flyasm:(\S+)\s*$")    # plan/region records (asm/names.py)
 
 
 def branch_target(pc: int, simm16: int) -> int:
@@ -156,6 +158,9 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
             region = path[:-1] if m.group(1) else path
             continue
         if s.startswith(";") or s.startswith("//") or s.startswith("#"):
+            m = _NAMES.match(s)
+            if m:
+                mod.names.append(m.group(1))
             continue
         # llvm-objdump headers
         m = _OBJDUMP_SYM.match(s)

@@ -48,6 +48,11 @@ def render(k) -> tuple[str, dict[int, int]]:
     emit("\t.text")
     for f, n in files.items():
         emit(f'\t.file {n} "{f}"')
+    from .names import SECTION as NAMES_SECTION
+    from .names import records
+    names = records(k)
+    for rec in names:     # plan and region names, read back by the .s parser (names.py)
+        emit(f"\t; flyasm:{rec}")
     emit(f"\t.globl {k.name}")
     emit("\t.p2align 8")
     emit(f"\t.type {k.name},@function")
@@ -89,6 +94,11 @@ def render(k) -> tuple[str, dict[int, int]]:
         emit(f'\t.section {LDS_SECTION},"",@progbits')
         for i, tag in tagged:
             emit(f'\t.asciz "{k.name}:{i}:{tag}"')
+        emit("\t.text")
+    if names:
+        emit(f'\t.section {NAMES_SECTION},"",@progbits')
+        for rec in names:
+            emit(f'\t.asciz "{rec}"')
         emit("\t.text")
     if k.foreign is not None and k.foreign.code_end:
         words = k.foreign.code_end

@@ -68,6 +68,7 @@ class CodeObject:
     path: str | None = None
     functions: list[Symbol] = field(default_factory=list)   # FUNC symbols in .text, by address
     lds_tags: dict[tuple[str, int], str] = field(default_factory=dict)  # (kernel, ordinal) -> LDS buffer
+    names: list[str] = field(default_factory=list)      # flyasm plan/region records (asm/names.py)
 
     @property
     def target(self) -> str:
@@ -213,7 +214,7 @@ def _read(data: bytes) -> CodeObject:
             seen.add(s_.name)
             funcs.append(s_)
     return CodeObject(data, flags, abi, cov, mach, xnack, sramecc, symbols, text, text_addr, kernels, metadata,
-                      meta_raw, functions=funcs, lds_tags=_lds_tags(elf))
+                      meta_raw, functions=funcs, lds_tags=_lds_tags(elf), names=_names(elf))
 
 
 def _code_starts(symbols: list[Symbol], text_addr: int, text_len: int) -> list[int]:
@@ -244,6 +245,17 @@ def _lds_tags(elf) -> dict[tuple[str, int], str]:
             raise CodeObjectError(f"the .flyasm.lds section has a malformed record {rec[:40]!r}",
                                   find_loc=False) from None
     return tags
+
+
+def _names(elf) -> list[str]:
+    """flyasm's plan and region records: NUL-separated ASCII strings (decoded by asm/names.py)."""
+    sec = elf.get_section_by_name(".flyasm.names")
+    if sec is None:
+        return []
+    try:
+        return [r.decode("ascii") for r in sec.data().split(b"\0") if r]
+    except UnicodeDecodeError:
+        raise CodeObjectError("the .flyasm.names section is not ASCII", find_loc=False) from None
 
 
 def _bytes_at(elf, addr: int, size: int, what: str) -> bytes:

@@ -135,15 +135,35 @@ def _text(inst) -> str:
     return " ".join(x for x in (inst.mnemonic, ops) if x)
 
 
+def _mnemonic(t: str) -> str:
+    return t.split(" ", 1)[0]
+
+
 def _stream(pa: Program, pb: Program) -> dict:
+    """Removed, added, changed (same mnemonic at a replaced position) and moved instructions, and
+    `rows`: all of them in program order, so both sides of a change read side by side."""
     ta, tb = [_text(i) for i in pa.stream], [_text(i) for i in pb.stream]
-    removed, added = [], []
+    removed, added, changed, rows = [], [], [], []
     if ta != tb:
-        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ta, tb).get_opcodes():
-            if tag in ("delete", "replace"):
-                removed += [{"a": i, "text": ta[i]} for i in range(i1, i2)]
-            if tag in ("insert", "replace"):
-                added += [{"b": j, "text": tb[j]} for j in range(j1, j2)]
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes():
+            if tag == "equal":
+                continue
+            rem, add = list(range(i1, i2)), list(range(j1, j2))
+            # pair the replaced instructions of one mnemonic in order: v_lshlrev 2 -> v_lshlrev 1
+            pairs = difflib.SequenceMatcher(None, [_mnemonic(ta[i]) for i in rem],
+                                            [_mnemonic(tb[j]) for j in add], autojunk=False)
+            for t2, a1, a2, b1, b2 in pairs.get_opcodes():
+                if t2 == "equal":
+                    for i, j in zip(rem[a1:a2], add[b1:b2]):
+                        changed.append({"a": i, "b": j, "old": ta[i], "new": tb[j]})
+                        rows.append({"op": "~", "a": i, "b": j, "text": f"{ta[i]}  =>  {tb[j]}"})
+                    continue
+                for i in rem[a1:a2]:
+                    removed.append({"a": i, "text": ta[i]})
+                    rows.append({"op": "-", "a": i, "text": ta[i]})
+                for j in add[b1:b2]:
+                    added.append({"b": j, "text": tb[j]})
+                    rows.append({"op": "+", "b": j, "text": tb[j]})
     moved = []
     for r in list(removed):
         m = next((x for x in added if x["text"] == r["text"]), None)
@@ -151,7 +171,9 @@ def _stream(pa: Program, pb: Program) -> dict:
             removed.remove(r)
             added.remove(m)
             moved.append({"a": r["a"], "b": m["b"], "text": r["text"]})
-    return {"removed": removed, "added": added, "moved": moved}
+            rows = [x for x in rows if not (x["op"] == "-" and x["a"] == r["a"])]
+            rows = [dict(x, op="moved", a=r["a"]) if x["op"] == "+" and x["b"] == m["b"] else x for x in rows]
+    return {"removed": removed, "added": added, "changed": changed, "moved": moved, "rows": rows}
 
 
 def diff(a, b, *, kernel_a: str | None = None, kernel_b: str | None = None) -> dict:
@@ -176,7 +198,7 @@ def is_empty(d: dict) -> bool:
     lay = d["layout"]
     lay_changed = bool(lay.get("regions") or lay.get("owner_changes") or lay.get("changes") or lay.get("text"))
     st = d.get("stream") or {}
-    st_changed = bool(st.get("removed") or st.get("added") or st.get("moved"))
+    st_changed = bool(st.get("rows"))
     return not (lay_changed or st_changed or d["mix"] or d["descriptor"] or d["descriptor_raw"] or d["metadata"])
 
 
@@ -184,7 +206,18 @@ def to_json(d: dict) -> str:
     return json.dumps(d, indent=2, default=str)
 
 
-def format_diff(d: dict) -> str:
+MAX_ROWS = 60
+
+
+def _row(r: dict) -> str:
+    if r["op"] == "~":
+        return f"  ~ #{r['a']} -> #{r['b']}: {r['text']}"
+    if r["op"] == "moved":
+        return f"  moved #{r['a']} -> #{r['b']}: {r['text']}"
+    return f"  {r['op']} #{r['a'] if r['op'] == '-' else r['b']}: {r['text']}"
+
+
+def format_diff(d: dict, verbose: bool = False) -> str:
     out = [f"diff {d['a']} -> {d['b']}  ({d['instructions'][0]} -> {d['instructions'][1]} instructions)"]
     if is_empty(d):
         return out[0] + "\nno differences"
@@ -211,12 +244,16 @@ def format_diff(d: dict) -> str:
             tag = f" (only in {m['only_in'].upper()})" if m["only_in"] else ""
             out.append(f"  {n}{tag}: " + ", ".join(f"{k} {x} -> {y}" for k, (x, y) in m["changes"].items()))
     st = d.get("stream") or {}
-    if st.get("removed") or st.get("added") or st.get("moved"):
-        out += ["", "instruction stream (#index in A / B):"]
-        rows = [f"  moved #{m['a']} -> #{m['b']}: {m['text']}" for m in st["moved"]]
-        rows += [f"  - #{r['a']}: {r['text']}" for r in st["removed"]]
-        rows += [f"  + #{r['b']}: {r['text']}" for r in st["added"]]
-        out += rows[:40] + ([f"  ... {len(rows) - 40} more"] if len(rows) > 40 else [])
+    rows = st.get("rows") or []
+    if rows:
+        n = {k: len(st.get(k, ())) for k in ("changed", "removed", "added", "moved")}
+        out += ["", f"instruction stream (#index in A / B; {n['changed']} changed, {n['removed']} removed, "
+                    f"{n['added']} added, {n['moved']} moved):"]
+        text = [_row(r) for r in rows]
+        shown = text if verbose or len(text) <= MAX_ROWS else text[:MAX_ROWS]
+        out += shown
+        if len(shown) < len(text):
+            out.append(f"  ... and {len(text) - len(shown)} more rows (-v lists them)")
     for title, key in (("descriptor", "descriptor"), ("descriptor fields", "descriptor_raw"), ("metadata", "metadata")):
         if d[key]:
             out += ["", f"{title}:"] + [f"  {k}: {x} -> {y}" for k, (x, y) in d[key].items()]

@@ -152,8 +152,18 @@ def from_codeobj(co, kernel: str | None = None) -> Program:
                             kernarg_size=kd.kernarg_size, arch_vgprs=meta.get("vgpr_count"), agprs=agprs,
                             sgpr_count=meta.get("sgpr_count", kd.sgpr_alloc))
     threads, bound = _threads_from_meta(meta)
-    return Program(kc.name, stream, labels, _regions_from_stream(stream), desc, kd.to_dict(), meta, None,
+    plan, labels = _names(co.names, kc.name, stream, labels)
+    return Program(kc.name, stream, labels, _regions_from_stream(stream), desc, kd.to_dict(), meta, plan,
                    threads, bound, "co")
+
+
+def _names(records, kernel: str, stream, labels: dict):
+    """The builder's plan, region and label names, when the .s/.co carries them (asm/names.py)."""
+    from ..asm.names import apply_spans, decode, rename_labels
+    plan, spans, named = decode(records, kernel)
+    if spans and not any(i.region for i in stream):
+        apply_spans(stream, spans)
+    return plan, rename_labels(stream, labels, named)
 
 
 def from_asm(text: str, filename: str | None = None, kernel: str | None = None) -> Program:
@@ -175,7 +185,8 @@ def from_asm(text: str, filename: str | None = None, kernel: str | None = None) 
     stream = list(ak.instructions)
     if not stream:
         raise ReportError(f"kernel {ak.name} in {filename or 'the assembly'} has no instructions")
-    return Program(ak.name, stream, dict(ak.labels), _regions_from_stream(stream), desc, dict(d), meta, None,
+    plan, labels = _names(mod.names, ak.name, stream, dict(ak.labels))
+    return Program(ak.name, stream, labels, _regions_from_stream(stream), desc, dict(d), meta, plan,
                    threads, bound, "s")
 
 
