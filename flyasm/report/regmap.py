@@ -1,8 +1,9 @@
 """The register-map picture: registers down, program position across.
 
-Rows are the unified VGPR file v0..v511 as the hardware lays it out (arch VGPRs, then AGPRs from
-accum_offset: a0 is row accum_offset) and then s0..s105. Columns are instruction indices. Each
-row's background is its plan region (grey 'unplanned' for touched registers outside the plan);
+One view per register file (VGPR, AGPR, SGPR), each showing rows 0 .. the highest register the
+kernel uses or its plan allocates (v0..v511 only when used), tall enough to read: 3..14 pixels
+per row. Columns are instruction indices. Each row's background is its plan region (grey
+'unplanned' for touched registers outside the plan);
 bars are live ranges, from a write to the last read before the next write (a read with no
 earlier write starts at the left edge: live-in). Bars take the plan region's colour, or, without
 a plan, the colour of the program region that wrote the register (or of the writer's
@@ -10,9 +11,13 @@ instruction class when it has no region). Checker findings are red
 markers at the consumer, on the registers it shares with the producer, joined to the producer by
 a red line. Program regions and loop bodies are drawn along the top.
 
+Labels never overlap: row numbers every 1/2/4/.. rows as the row height allows, plan-region names
+pushed down (with a leader line) when regions are thinner than a label, region and loop names
+along the top only where they fit, axis numbers spaced by their width.
+
 The order is the stream order; live ranges do not follow loop back edges.
-`to_svg` gives a standalone SVG (tooltips as <title>); `to_html` a self-contained page with a
-legend and a hover box.
+`to_svg` gives a standalone SVG (the three views stacked; tooltips as <title>); `to_html` a
+self-contained page with VGPR/AGPR/SGPR tabs, zoom buttons, a legend and a hover box.
 """
 from __future__ import annotations
 
@@ -21,24 +26,15 @@ import html
 from .program import Program, as_program, loops
 from .stats import classify
 
-VROWS = 512
-SROWS = 106
-GAP = 6             # empty rows between the VGPR file and the SGPRs
-LEFT, TOP, RIGHT, BOTTOM = 96, 64, 16, 24
+FILES = (("v", "VGPR", 512), ("a", "AGPR", 256), ("s", "SGPR", 106))
+TOP_LANE = 13       # px per lane of region / loop names along the top
+RIGHT, BOTTOM = 16, 24
+FONT_H = 13         # px between label baselines: a 10px monospace box is 11-12 px tall, plus a gap
+CHAR_W = 6.2        # px per character of 10px monospace
+MIN_ROW, MAX_ROW, FIT = 3, 14, 640
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#86bcb6", "#d37295", "#a0cbe8", "#8cd17d", "#f1ce63", "#bab0ac", "#499894"]
 UNPLANNED = "#9a9a9a"
-
-
-def _row(file: str, i: int, acc: int) -> int | None:
-    if file == "v":
-        return i
-    if file == "a":
-        r = acc + i
-        return r if r < VROWS else None
-    if file == "s":
-        return VROWS + GAP + i if i < SROWS else None
-    return None
 
 
 def live_ranges(p: Program) -> list[tuple]:
@@ -98,118 +94,204 @@ class _Colours:
         return self.map[name]
 
 
-def _svg(p: Program, findings, row_h: int, max_width: int) -> tuple[str, dict]:
+def _touched(p: Program) -> set:
+    out = set()
+    for inst in p.stream:
+        out |= {r for r in inst.reads | inst.writes if r[0] in ("v", "a", "s")}
+    return out
+
+
+def _planned(p: Program) -> dict:
+    """(file, index) -> plan region name (the innermost: aliases after their parents)."""
+    out = {}
+    if p.plan is not None:
+        for r in sorted(p.plan.regions.values(), key=lambda r: r.alias_of is not None):
+            for i in r.reg.regs():
+                out[(r.file, i)] = r.name
+    return out
+
+
+def _nice_step(px_per_unit: float, need_px: float) -> int:
+    step = 1
+    while step * px_per_unit < need_px:
+        step *= 2
+    return step
+
+
+def _spread(wanted: list[float], height: float) -> list[float]:
+    """Label y positions, each at least `height` below the previous one, as near the wanted ones."""
+    out, last = [], None
+    for y in wanted:
+        y = y if last is None else max(y, last + height)
+        out.append(y)
+        last = y
+    return out
+
+
+def _lanes(spans) -> list[int]:
+    """Greedy lane per span (start, end) so spans in one lane do not overlap."""
+    ends, out = [], []
+    for a_, b_ in spans:
+        for k, e in enumerate(ends):
+            if e <= a_:
+                ends[k] = b_
+                out.append(k)
+                break
+        else:
+            ends.append(b_)
+            out.append(len(ends) - 1)
+    return out
+
+
+def _view(p: Program, file: str, title: str, rows: int, findings, row_h: float, max_width: int, col) -> tuple:
+    """One register file's picture: (svg text, width, height, legend)."""
+    esc = lambda t: html.escape(str(t), quote=True)  # noqa: E731
     n = max(len(p.stream), 1)
     cw = max(1.0, min(24.0, max_width / n))
-    acc = p.descriptor.get("accum_offset") or 256
-    nrows = VROWS + GAP + SROWS
-    W = LEFT + n * cw + RIGHT
-    H = TOP + nrows * row_h + BOTTOM
+    plan_regions = [r for r in (p.plan.regions.values() if p.plan is not None else ()) if r.file == file]
+    plan_regions.sort(key=lambda r: (r.reg.index, r.alias_of is not None))
+    name_w = max([len(r.name) for r in plan_regions] + [0]) * CHAR_W
+    num_w = len(f"{file}{rows - 1}") * CHAR_W
+    LEFT = int(8 + num_w + 10 + name_w + 8)
+    sp_lanes = [min(sp.name.count("/"), 2) for sp in p.regions]
+    lp = loops(p)
+    lp_lanes = _lanes([(x.start, x.end) for x in lp])
+    n_lanes = (max(sp_lanes) + 1 if sp_lanes else 0) + (max(lp_lanes) + 1 if lp_lanes else 0)
+    TOP = 22 + TOP_LANE * n_lanes
     X = lambda i: LEFT + i * cw  # noqa: E731
     Y = lambda r: TOP + r * row_h  # noqa: E731
-    col = _Colours()
-    plan = p.plan
-    esc = lambda t: html.escape(str(t), quote=True)  # noqa: E731
-    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W:.0f}" height="{H}" viewBox="0 0 {W:.0f} {H}" '
-         f'font-family="monospace" font-size="10" class="regmap">',
-         f'<rect x="0" y="0" width="{W:.0f}" height="{H}" fill="#ffffff"/>',
-         f'<rect x="{LEFT}" y="{TOP}" width="{n * cw:.1f}" height="{VROWS * row_h}" fill="#f7f7f7"/>',
-         f'<rect x="{LEFT}" y="{Y(VROWS + GAP)}" width="{n * cw:.1f}" height="{SROWS * row_h}" fill="#f7f7f7"/>']
-    # AGPR boundary.
-    o.append(f'<rect x="{LEFT}" y="{Y(acc)}" width="{n * cw:.1f}" height="{(VROWS - acc) * row_h}" fill="#eef0f6"/>')
-    o.append(f'<line x1="{LEFT - 40}" x2="{W - RIGHT:.0f}" y1="{Y(acc)}" y2="{Y(acc)}" stroke="#555" '
-             f'stroke-dasharray="4 2"><title>accum_offset {acc}: AGPRs a0.. start here</title></line>')
-    o.append(f'<text x="4" y="{Y(acc) + 10}" fill="#333">a0 (acc {acc})</text>')
-    # Row backgrounds from the plan.
-    touched = set()
-    for inst in p.stream:
-        touched |= {r for r in inst.reads | inst.writes if r[0] in ("v", "a", "s")}
+    # plan names: wanted at their first row, pushed down so that none overlaps the one above
+    ys = _spread([Y(r.reg.index) + (FONT_H - 2) for r in plan_regions], FONT_H)
+    H = int(max(TOP + rows * row_h, (ys[-1] + 3) if ys else 0) + BOTTOM)
+    W = int(LEFT + n * cw + RIGHT)
     legend: dict[str, str] = {}
-    if plan is not None:
-        for r in plan.regions.values():
-            for i in r.reg.regs():
-                row = _row(r.file, i, plan.accum_offset or acc)
-                if row is not None:
-                    o.append(f'<rect x="{LEFT}" y="{Y(row)}" width="{n * cw:.1f}" height="{row_h}" '
-                             f'fill="{col(r.name)}" fill-opacity="0.18"/>')
-            legend[r.name] = col(r.name)
-            row0 = _row(r.file, r.reg.index, plan.accum_offset or acc)
-            if row0 is not None:
-                o.append(f'<text x="{LEFT - 4}" y="{Y(row0) + 9}" text-anchor="end" fill="{col(r.name)}" '
-                         f'font-weight="bold" data-tip="{esc(f"plan region {r.name} = {r.reg}")}">{esc(r.name)}'
-                         f'<title>{esc(f"plan region {r.name} = {r.reg}")}</title></text>')
-    # Row labels.
-    for i in range(0, acc, 32):
-        o.append(f'<text x="4" y="{Y(i) + 9}" fill="#666">v{i}</text>')
-    for i in range(0, VROWS - acc, 32):
-        if i:
-            o.append(f'<text x="4" y="{Y(acc + i) + 9}" fill="#666">a{i}</text>')
-    for i in range(0, SROWS, 16):
-        o.append(f'<text x="4" y="{Y(VROWS + GAP + i) + 9}" fill="#666">s{i}</text>')
-    # Program regions and loop bodies along the top.
-    for sp in p.regions:
-        depth = sp.name.count("/")
-        y = 4 + 14 * min(depth, 1)
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+         f'font-family="monospace" font-size="10" class="regmap view-{file}" data-file="{file}">',
+         f'<rect x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>',
+         f'<text x="4" y="12" fill="#000" font-weight="bold" class="lbl">{title} {file}0..{file}{rows - 1}</text>']
+    planned = _planned(p)
+    touched = _touched(p)
+    for i in range(rows):
+        rname = planned.get((file, i))
+        used = (file, i) in touched
+        fill = col(rname) if rname else ("#f0f0f0" if used else "#fafafa")
+        op = "0.18" if rname else "1"
+        cls = ' class="row"' if used else ""
+        o.append(f'<rect{cls} data-reg="{file}{i}" x="{LEFT}" y="{Y(i):.2f}" width="{n * cw:.1f}" '
+                 f'height="{row_h:.2f}" fill="{fill}" fill-opacity="{op}"/>')
+    # row numbers every `step` rows, spaced by the label height
+    step = _nice_step(row_h, FONT_H)
+    for i in range(0, rows, step):
+        o.append(f'<text x="4" y="{Y(i) + min(row_h, FONT_H) - 1:.2f}" fill="#666" class="lbl">{file}{i}</text>')
+    for r, y in zip(plan_regions, ys):
+        c = col(r.name)
+        legend[r.name] = c
+        tip = esc(f"plan region {r.name} = {r.reg}" + (f" (alias in {r.alias_of})" if r.alias_of else ""))
+        want = Y(r.reg.index) + (FONT_H - 2)
+        if y - want > 1:          # pushed down: a leader line back to the region's first row
+            o.append(f'<line x1="{LEFT - 6}" x2="{LEFT}" y1="{y - 4:.2f}" y2="{Y(r.reg.index) + row_h / 2:.2f}" '
+                     f'stroke="{c}"/>')
+        o.append(f'<text x="{LEFT - 8}" y="{y:.2f}" text-anchor="end" fill="{c}" font-weight="bold" class="lbl" '
+                 f'data-tip="{tip}">{esc(r.name)}<title>{tip}</title></text>')
+    # program regions and loops along the top, names only where they fit
+    base_lp = max(sp_lanes) + 1 if sp_lanes else 0
+    for sp, lane in zip(p.regions, sp_lanes):
+        y = 18 + TOP_LANE * lane
         c = col("region:" + sp.name)
+        w = max(cw, (sp.end - sp.start) * cw)
         tip = esc(f"region {sp.name}: instructions {sp.start}..{sp.end - 1}")
-        o.append(f'<rect x="{X(sp.start):.1f}" y="{y}" width="{max(cw, (sp.end - sp.start) * cw):.1f}" height="12" '
-                 f'fill="{c}" fill-opacity="0.35" stroke="{c}" data-tip="{tip}"><title>{tip}</title></rect>')
-        o.append(f'<text x="{X(sp.start) + 2:.1f}" y="{y + 10}" fill="#000">{esc(sp.name.split("/")[-1])}</text>')
-        o.append(f'<line x1="{X(sp.start):.1f}" x2="{X(sp.start):.1f}" y1="{TOP}" y2="{H - BOTTOM}" stroke="{c}" '
-                 f'stroke-opacity="0.25"/>')
-    for lp in loops(p):
-        tip = esc(f"loop body {lp.name}: instructions {lp.start}..{lp.end - 1}")
-        o.append(f'<rect x="{X(lp.start):.1f}" y="34" width="{(lp.end - lp.start) * cw:.1f}" height="10" fill="none" '
+        o.append(f'<rect x="{X(sp.start):.1f}" y="{y}" width="{w:.1f}" height="{TOP_LANE - 2}" fill="{c}" '
+                 f'fill-opacity="0.35" stroke="{c}" data-tip="{tip}"><title>{tip}</title></rect>')
+        label = sp.name.split("/")[-1]
+        if len(label) * CHAR_W + 4 <= w:
+            o.append(f'<text x="{X(sp.start) + 2:.1f}" y="{y + 9}" fill="#000" class="lbl">{esc(label)}</text>')
+        o.append(f'<line x1="{X(sp.start):.1f}" x2="{X(sp.start):.1f}" y1="{TOP}" y2="{TOP + rows * row_h:.1f}" '
+                 f'stroke="{c}" stroke-opacity="0.25"/>')
+    for x, lane in zip(lp, lp_lanes):
+        y = 18 + TOP_LANE * (base_lp + lane)
+        w = (x.end - x.start) * cw
+        tip = esc(f"loop body {x.name}: instructions {x.start}..{x.end - 1}")
+        o.append(f'<rect x="{X(x.start):.1f}" y="{y}" width="{w:.1f}" height="{TOP_LANE - 2}" fill="none" '
                  f'stroke="#000" data-tip="{tip}"><title>{tip}</title></rect>')
-        o.append(f'<text x="{X(lp.start) + 2:.1f}" y="56" fill="#000">loop {esc(lp.name)}</text>')
-    # Live ranges.
+        label = f"loop {x.name}"
+        if len(label) * CHAR_W + 4 <= w:
+            o.append(f'<text x="{X(x.start) + 2:.1f}" y="{y + 9}" fill="#000" class="lbl">{esc(label)}</text>')
+    # live ranges
+    plan = p.plan
     for f, i, a_, b_, w in live_ranges(p):
-        row = _row(f, i, acc)
-        if row is None:
+        if f != file or i >= rows:
             continue
         if plan is not None:
-            rname = plan.region_of(f, i)
+            rname = planned.get((f, i))
             c = col(rname) if rname else UNPLANNED
             owner = rname or "unplanned"
         elif w is None:
             owner, c = "live-in", UNPLANNED
         else:
-            # no plan: the writer's program region, or else the class of the writing instruction
             wi = p.stream[w]
             owner = "/".join(wi.region) if wi.region else f"written by {classify(wi)}"
             c = col(owner)
         legend.setdefault(owner, c)
         first = f"written #{w} {p.stream[w].text()}" if w is not None else "live-in"
         tip = esc(f"{f}{i} [{owner}]: {first}; last read #{b_} {p.stream[b_].text()}")
-        o.append(f'<rect x="{X(a_):.1f}" y="{Y(row)}" width="{max(cw * 0.8, (b_ - a_ + 1) * cw):.1f}" '
-                 f'height="{row_h}" fill="{c}" data-tip="{tip}"><title>{tip}</title></rect>')
-    # Findings.
+        o.append(f'<rect x="{X(a_):.1f}" y="{Y(i):.2f}" width="{max(cw * 0.8, (b_ - a_ + 1) * cw):.1f}" '
+                 f'height="{row_h:.2f}" fill="{c}" data-tip="{tip}"><title>{tip}</title></rect>')
+    # findings: drawn in the view of the first register the consumer shares with the producer
     for ci, pi, rule, msg in _finding_sites(p, findings):
         cons = p.stream[ci]
         shared = {r for r in cons.reads | cons.writes if r[0] in ("v", "a", "s")}
         if pi is not None:
-            both = shared & set(p.stream[pi].writes)
-            shared = both or shared
-        rows = sorted(r for r in (_row(f, i, acc) for f, i in shared) if r is not None) or [0]
+            shared = (shared & set(p.stream[pi].writes)) or shared
+        home = min((r for r in shared), default=("v", 0))[0] if shared else "v"
+        if home != file:
+            continue
+        rs = sorted(i for f, i in shared if f == file and i < rows) or [0]
         tip = esc(f"{rule}: {msg}")
         if pi is not None:
-            o.append(f'<line x1="{X(pi) + cw / 2:.1f}" x2="{X(ci) + cw / 2:.1f}" y1="{Y(rows[0])}" y2="{Y(rows[0])}" '
-                     f'stroke="#d00" stroke-width="1.5"/>')
-        for r in rows[:1] + rows[-1:]:
-            o.append(f'<circle cx="{X(ci) + cw / 2:.1f}" cy="{Y(r) + row_h / 2}" r="4" fill="#d00" stroke="#fff" '
+            o.append(f'<line x1="{X(pi) + cw / 2:.1f}" x2="{X(ci) + cw / 2:.1f}" y1="{Y(rs[0]):.2f}" '
+                     f'y2="{Y(rs[0]):.2f}" stroke="#d00" stroke-width="1.5"/>')
+        for r in rs[:1] + rs[-1:]:
+            o.append(f'<circle cx="{X(ci) + cw / 2:.1f}" cy="{Y(r) + row_h / 2:.2f}" r="4" fill="#d00" stroke="#fff" '
                      f'class="finding" data-tip="{tip}"><title>{tip}</title></circle>')
         legend.setdefault("checker finding", "#d00")
-    # Axis.
-    step = max(1, int(50 / cw))
+    # axis: numbers spaced by their own width
+    step = _nice_step(cw, len(str(n)) * CHAR_W + 8)
     for i in range(0, n, step):
-        o.append(f'<text x="{X(i):.1f}" y="{H - 8}" fill="#666">{i}</text>')
+        o.append(f'<text x="{X(i):.1f}" y="{H - 8}" fill="#666" class="lbl">{i}</text>')
     o.append("</svg>")
-    return "\n".join(o), legend
+    return "\n".join(o), W, H, legend
 
 
-def to_svg(x, findings=None, *, row_h: int = 2, max_width: int = 1400) -> str:
-    """A standalone SVG register map of a Kernel, Program, .co, .s or .py."""
-    return _svg(as_program(x), findings, row_h, max_width)[0]
+def _views(p: Program, findings, row_h, max_width) -> list[tuple]:
+    """(file, title, svg, width, height, legend, rows) for each register file the kernel uses or plans."""
+    used = _touched(p) | set(_planned(p))
+    col = _Colours()
+    out = []
+    for f, title, limit in FILES:
+        idx = [i for ff, i in used if ff == f and i < limit]
+        if not idx:
+            out.append((f, title, None, 0, 0, {}, 0))
+            continue
+        rows = max(idx) + 1
+        rh = row_h if row_h is not None else max(MIN_ROW, min(MAX_ROW, FIT / rows))
+        svg, w, h, legend = _view(p, f, title, rows, findings, rh, max_width, col)
+        out.append((f, title, svg, w, h, legend, rows))
+    return out
+
+
+def to_svg(x, findings=None, *, row_h: float | None = None, max_width: int = 1400) -> str:
+    """A standalone SVG register map of a Kernel, Program, .co, .s or .py: the VGPR, AGPR and SGPR
+    views the kernel uses, stacked."""
+    views = [v for v in _views(as_program(x), findings, row_h, max_width) if v[2]]
+    W = max((v[3] for v in views), default=100)
+    H = sum(v[4] for v in views) or 20
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}">']
+    y = 0
+    for v in views:
+        o.append(v[2].replace("<svg ", f'<svg y="{y}" ', 1))
+        y += v[4]
+    o.append("</svg>")
+    return "\n".join(o)
 
 
 _JS = """
@@ -219,15 +301,38 @@ document.querySelectorAll('[data-tip]').forEach(e => {
     tip.style.left = (ev.pageX + 12) + 'px'; tip.style.top = (ev.pageY + 12) + 'px'; });
   e.addEventListener('mouseleave', () => { tip.style.display = 'none'; });
 });
+let zoom = 1;
+function show(f) {
+  document.querySelectorAll('.view').forEach(d => d.style.display = d.dataset.file === f ? 'block' : 'none');
+  document.querySelectorAll('.tab').forEach(b => b.classList.toggle('on', b.dataset.file === f));
+}
+function setZoom(z) {
+  zoom = Math.max(0.25, Math.min(16, z));
+  document.querySelectorAll('.view svg').forEach(s => {
+    s.setAttribute('width', s.dataset.w * zoom); s.setAttribute('height', s.dataset.h * zoom); });
+  document.getElementById('zoomlevel').textContent = Math.round(zoom * 100) + '%';
+}
+document.querySelectorAll('.tab').forEach(b => b.addEventListener('click', () => show(b.dataset.file)));
+document.getElementById('zin').addEventListener('click', () => setZoom(zoom * 1.5));
+document.getElementById('zout').addEventListener('click', () => setZoom(zoom / 1.5));
+document.getElementById('zfit').addEventListener('click', () => setZoom(1));
+show(document.querySelector('.tab:not([disabled])').dataset.file);
 """
 
 
-def to_html(x, findings=None, *, row_h: int = 2, max_width: int = 1400) -> str:
-    """A self-contained HTML page: title, legend, the SVG and a hover box (no external files)."""
+def to_html(x, findings=None, *, row_h: float | None = None, max_width: int = 1400) -> str:
+    """A self-contained HTML page: VGPR/AGPR/SGPR tabs, zoom, legend, hover box (no external files)."""
     p = as_program(x)
-    svg, legend = _svg(p, findings, row_h, max_width)
+    views = _views(p, findings, row_h, max_width)
     nf = len(_finding_sites(p, findings))
+    legend: dict[str, str] = {}
+    for v in views:
+        legend.update(v[5])
     items = "".join(f'<span class="key"><i style="background:{c}"></i>{html.escape(n)}</span>' for n, c in legend.items())
+    tabs = "".join(f'<button class="tab" data-file="{f}"{"" if svg else " disabled"}>{t} '
+                   f'({rows if svg else "none"})</button>' for f, t, svg, w, h, lg, rows in views)
+    divs = "".join(f'<div class="view" data-file="{f}">{svg.replace("<svg ", f"<svg data-w={w} data-h={h} ", 1)}</div>'
+                   for f, t, svg, w, h, lg, rows in views if svg)
     d = p.descriptor
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>register map: {html.escape(p.name)}</title>
@@ -235,15 +340,19 @@ def to_html(x, findings=None, *, row_h: int = 2, max_width: int = 1400) -> str:
 body {{ font: 13px sans-serif; margin: 12px; }}
 .key {{ margin-right: 14px; white-space: nowrap; }} .key i {{ display: inline-block; width: 12px; height: 12px;
   margin-right: 4px; vertical-align: middle; }}
+.tab {{ font: 13px sans-serif; padding: 3px 10px; }} .tab.on {{ background: #333; color: #fff; }}
+.view {{ overflow: auto; max-height: 85vh; border: 1px solid #ddd; }}
 #tip {{ position: absolute; display: none; background: #222; color: #fff; padding: 4px 6px; font: 12px monospace;
   max-width: 700px; pointer-events: none; }}
 </style></head><body>
 <h3>register map: {html.escape(p.name)}</h3>
 <p>{len(p.stream)} instructions; next_free_vgpr {d.get('next_free_vgpr')}, accum_offset {d.get('accum_offset')},
 SGPRs {d.get('next_free_sgpr')}; plan: {html.escape(getattr(p.plan, 'name', None) or 'none')}; {nf} checker finding(s).
-Rows: v0..v511 (AGPRs from accum_offset), then s0..s105; columns: instruction index; bars: live ranges.</p>
+Rows: registers up to the highest one used or planned; columns: instruction index; bars: live ranges.</p>
+<p>{tabs} &nbsp; zoom <button id="zout">&minus;</button> <span id="zoomlevel">100%</span>
+<button id="zin">+</button> <button id="zfit">fit</button></p>
 <p>{items}</p>
-{svg}
+{divs}
 <div id="tip"></div>
 <script>{_JS}</script>
 </body></html>
