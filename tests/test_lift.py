@@ -228,7 +228,7 @@ def test_edits_show_in_checker_and_diff(corpus, tmp_path):
     assert d2["layout"]["source"] == "plan"
     assert set(d2["layout"]["changes"]) == {f"{acc}.{f}" for f in ("file", "first", "last", "size")} | \
         {f"acc_tile.{f}" for f in ("file", "first", "last", "size")}
-    assert d2["mix"] == {} and d2["stream"] == {"removed": [], "added": [], "moved": []}
+    assert d2["mix"] == {} and d2["stream"] == {"removed": [], "added": [], "changed": [], "moved": [], "rows": []}
     assert is_empty(diff(str(orig), str(co2)))
 
     # 3. Delete the wait before the MFMA: the checker names the MFMA and a load; diff shows the wait.

@@ -41,17 +41,17 @@ def leaf(inst) -> str:
     return "/".join(inst.region) if inst.region else OUTSIDE
 
 
-def region_registers(p: Program) -> dict[str, set]:
+def region_registers(p: Program, named: bool = True) -> dict[str, set]:
     out: dict[str, set] = {}
     for inst in p.stream:
         regs = {r for r in inst.reads | inst.writes if r[0] in ("v", "a", "s")}
-        out.setdefault(leaf(inst), set()).update(regs)
+        out.setdefault(leaf(inst) if named else OUTSIDE, set()).update(regs)
     return out
 
 
-def owners(p: Program) -> dict[tuple, str]:
+def owners(p: Program, named: bool = True) -> dict[tuple, str]:
     own: dict[tuple, set] = {}
-    for name, regs in region_registers(p).items():
+    for name, regs in region_registers(p, named).items():
         for r in regs:
             own.setdefault(r, set()).add(name)
     return {r: "+".join(sorted(v)) for r, v in own.items()}
@@ -82,14 +82,16 @@ def _layout(pa: Program, pb: Program) -> dict:
         return {"source": "plan", "changes": _dict_diff(da.get("regions", {}), db.get("regions", {})),
                 "accum_offset": [da.get("accum_offset"), db.get("accum_offset")],
                 "text": pa.plan.diff(pb.plan)}
-    ra, rb = region_registers(pa), region_registers(pb)
+    # region names only when both sides have them (a foreign .co against our rebuild of it)
+    named = all(any(i.region for i in p.stream) for p in (pa, pb))
+    ra, rb = region_registers(pa, named), region_registers(pb, named)
     regions = {}
     for n in sorted(set(ra) | set(rb)):
         a_, b_ = ra.get(n, set()), rb.get(n, set())
         if a_ != b_:
             regions[n] = {"a": ranges(a_), "b": ranges(b_), "added": ranges(b_ - a_), "removed": ranges(a_ - b_),
                           "size": [len(a_), len(b_)]}
-    oa, ob = owners(pa), owners(pb)
+    oa, ob = owners(pa, named), owners(pb, named)
     moved: dict[tuple, set] = {}
     for r in set(oa) | set(ob):
         x, y = oa.get(r, "(unused)"), ob.get(r, "(unused)")
@@ -101,9 +103,12 @@ def _layout(pa: Program, pb: Program) -> dict:
 
 
 def _mix(pa: Program, pb: Program) -> dict:
+    # per region only when both sides name regions (a foreign .co has none: whole program only)
+    both = all(any(i.region for i in p.stream) for p in (pa, pb))
+
     def per_region(p):
         groups: dict[str, list] = {WHOLE: p.stream}
-        for inst in p.stream if any(i.region for i in p.stream) else ():
+        for inst in p.stream if both else ():
             groups.setdefault(leaf(inst), []).append(inst)
         return {n: counts(v) for n, v in groups.items()}
 
