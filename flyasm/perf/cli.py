@@ -13,7 +13,7 @@ import struct
 from pathlib import Path
 
 from ..errors import FlyasmError
-from ..run.emu_cli import assign, parse_dims
+from ..run.emu_cli import assign, parse_dims, pick_kernel
 
 
 def _err(msg: str) -> FlyasmError:
@@ -73,20 +73,12 @@ def launch_spec(co: bytes, kernel, grid, block, arg_items, kernarg_text, buffer_
 
 
 def run(co_path, grid, block, arg_items, kernarg_text, buffer_items, kernel=None, flops=None, top=15, echo=print):
-    from ..codeobj.reader import read_code_object
     from . import params as P
     from .model import predict
     from .report import format_prediction
     co_p = Path(co_path)
-    if not co_p.is_file():
-        raise _err(f"code object {co_p} does not exist")
+    _, kernel = pick_kernel(co_p, kernel)
     co = co_p.read_bytes()
-    obj = read_code_object(co)
-    if kernel is None:
-        if len(obj.kernels) != 1:
-            raise _err(f"{co_p} holds {len(obj.kernels)} kernels ({', '.join(k.name for k in obj.kernels)}); "
-                       f"pass --kernel NAME")
-        kernel = obj.kernels[0].name
     g, b = parse_dims(grid, "grid"), parse_dims(block, "block")
     ka, bufs = launch_spec(co, kernel, g, b, arg_items, kernarg_text, buffer_items)
     p = P.load()

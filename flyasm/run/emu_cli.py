@@ -103,7 +103,8 @@ def assign(names: list[str | None], items: list[str]) -> list:
     return vals
 
 
-def _kernel_name(co: Path, kernel):
+def pick_kernel(co: Path, kernel):
+    """(CodeObject, kernel name): the named kernel, or the only one; one error sentence otherwise."""
     from ..codeobj.reader import read_code_object
     if not co.is_file():
         raise _err(f"code object {co} does not exist")
@@ -167,7 +168,7 @@ def _launch(co: Path, kernel, grid, block, progress, echo, saved, args=(), **kw)
 def run(co_path, grid, block, arg_items, out_items, kernel=None, lds=0, trace=None, progress=True, seed=None,
         echo=print, **fidelity_kw):
     co = Path(co_path)
-    obj, kernel = _kernel_name(co, kernel)
+    obj, kernel = pick_kernel(co, kernel)
     kc = obj.kernel(kernel)
     meta_args = [a for a in (kc.metadata or {}).get(".args", []) or [] if not a[".value_kind"].startswith("hidden_")]
     names = [a.get(".name") for a in meta_args]
@@ -222,7 +223,7 @@ def run_raw(co_path, grid, block, kernarg_text, buffer_items, arg_items, out_ite
     if arg_items:
         raise _err("give the kernel's arguments as --arg or --kernarg bytes, not both")
     co = Path(co_path)
-    _, kernel = _kernel_name(co, kernel)
+    _, kernel = pick_kernel(co, kernel)
     ka = read_kernarg(kernarg_text)
     buffers = {}
     for it in buffer_items:
