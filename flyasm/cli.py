@@ -270,7 +270,7 @@ def check(src, kernel, mode, out, verbose, as_json, strict):
         raise FlyasmError("-o writes the fixed assembly of --mode insert; add --mode insert", find_loc=False)
     prog = as_program(src, kernel)
     items = prog.items()
-    findings = check_program(items, "verify" if mode == "insert" else mode, prog.threads)
+    findings = check_program(items, "verify" if mode == "insert" else mode, prog.threads, prog.lds_scratch)
     if as_json:
         click.echo(findings_json(findings))
     elif mode != "insert":
@@ -284,7 +284,7 @@ def check(src, kernel, mode, out, verbose, as_json, strict):
         click.echo("nothing to insert: no findings")
         return
     fixed = [x for i, it in enumerate(items) for x in (*add.get(i, ()), it)]
-    left = check_program(fixed, "verify", prog.threads)
+    left = check_program(fixed, "verify", prog.threads, prog.lds_scratch)
     if not as_json:
         n = sum(len(v) for v in add.values())
         click.echo(f"would insert {n} instruction{'s' if n != 1 else ''} for {summary(findings, items)}:")

@@ -139,6 +139,7 @@ class Kernel:
             raise KernelError(f"workitem_ids is 0 (x), 1 (x,y) or 2 (x,y,z), not {workitem_ids}")
         self.lds = 0
         self.set_lds(lds)
+        self.scratch_lds: list[tuple[int, int]] = []
         self.arg_layout = arg_layout
         self.workgroup_ids = "".join(c for c in "xyz" if c in workgroup_ids)
         self.workitem_ids = workitem_ids
@@ -215,6 +216,14 @@ class Kernel:
         if nbytes > LDS_LIMIT:
             raise KernelError(f"LDS of {nbytes} bytes exceeds gfx950's {LDS_LIMIT} bytes (160 KiB) per workgroup")
         self.lds = nbytes
+
+    def lds_scratch(self, lo: int, hi: int) -> None:
+        """Declare LDS bytes [lo, hi) a dump: LDS-DMAs with nothing to load (a wave with no chunk
+        of a tile) write there, and nothing reads it. The checker then lets differently tagged
+        DMAs share those bytes and reports any DS access whose proven range meets them."""
+        if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo < hi <= LDS_LIMIT):
+            raise KernelError(f"lds_scratch takes 0 <= lo < hi <= {LDS_LIMIT} bytes, not [{lo!r}, {hi!r})")
+        self.scratch_lds.append((lo, hi))
 
     # ---- the instruction stream -----------------------------------------------------------
     def emit(self, inst: Instruction) -> Instruction:

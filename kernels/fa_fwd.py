@@ -199,6 +199,7 @@ class _Builder:
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS, aliases=PLAN_ALIASES, strict=True)
         self.k = Kernel(name, block=512, lds=160 * 1024 if aiter_args else L.LDS_BYTES,
                         arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
+        self.k.lds_scratch(L.LDS_DUMP, L.LDS_BYTES)    # the DMA dump slots (fa_layouts.dma_m0)
         self.args = {n: self.k.arg(n, t) for n, t in (AITER_ARGS if aiter_args else NATURAL_ARGS)}
         self.mfma = self.k.instr
         self.mfma_name = f"v_mfma_f32_32x32x16_{dtype}"

@@ -170,3 +170,55 @@ def test_a_dma_in_flight_on_some_paths_only_is_unproven():
     assert findings(lines) == [("lds_dma_read", "unproven")]
     lines.remove("s_waitcnt vmcnt(0)")
     assert findings(lines) == [("lds_dma_read", "error")]
+
+
+def _signed(x):
+    return x - (1 << 32) if x & 0x80000000 else x
+
+
+# s_cmp_<op>_<u32|i32> from the ISA text: SCC = (S0 op S1), the i32 forms on signed values
+SCMP = {"eq": lambda a, b: a == b, "lg": lambda a, b: a != b, "gt": lambda a, b: a > b,
+        "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b}
+
+
+@settings(max_examples=40, deadline=None)
+@given(op=st.sampled_from(sorted(SCMP)), signed=st.booleans(), a=consts, b=consts, same=st.booleans())
+def test_scalar_compare_decides_cselect(op, signed, a, b, same):
+    b = a if same else b
+    got = read_addr([f"s_mov_b32 s1, 0x{a:x}", f"s_mov_b32 s2, 0x{b:x}",
+                     f"s_cmp_{op}_{'i32' if signed else 'u32'} s1, s2",
+                     "s_cselect_b32 s4, 0x100, 0x2000", "v_mov_b32 v5, s4"])
+    x, y = (_signed(a), _signed(b)) if signed else (a, b)
+    assert [g[0] for g in got] == [0x100 if SCMP[op](x, y) else 0x2000]
+    assert len(got) == 1                      # a known SCC picks one value, not two alternatives
+
+
+WAVE_SPLIT = ["v_readfirstlane_b32 s5, v0", "s_lshr_b32 s5, s5, 6",            # wave id
+              "s_cmp_ge_u32 s5, 2", "s_cbranch_scc1 HIGH",
+              "s_lshl_b32 s4, s5, 8", "s_branch JOIN",                          # waves 0, 1: 256 * wave
+              "HIGH:", "s_lshl_b32 s4, s5, 9", "s_add_u32 s4, s4, 0x1000",      # waves 2, 3: 0x1000 + 512 * wave
+              "JOIN:"]
+
+
+def test_a_branch_on_the_wave_id_joins_wave_by_wave():
+    got = read_addr(WAVE_SPLIT + ["v_mov_b32 v5, s4"])
+    assert len(got) == 1                      # one value per wave, not two whole-workgroup alternatives
+    assert got[0].tolist() == [(256 * w if w < 2 else 0x1000 + 512 * w) for w in (t // 64 for t in TID)]
+    # the same branch on a value the analysis does not know keeps both arms as alternatives
+    unknown = [ln.replace("s_cmp_ge_u32 s5, 2", "s_cmp_ge_u32 s0, 2") for ln in WAVE_SPLIT]
+    got = read_addr(unknown + ["v_mov_b32 v5, s4"])
+    assert len(got) == 2
+
+
+def test_per_wave_dma_slots_are_proven_apart():
+    # each wave DMAs 256 B to the slot its wave id picks through a branch (0, 0x100, 0x1400, 0x1600),
+    # then reads 4 * tid + offset: at 0x2000 no DMA's bytes, proven fine
+    # at 0x1100, wave w reads [0x1100 + 256 w, +256): none its own slot, but wave 3 reads wave 2's
+    # in-flight slot after the barrier (the cross-wave case)
+    # at 0, wave 0 reads its own in-flight slot: the same-wave case
+    dma = ["s_mov_b32 m0, s4", "s_nop 0", "buffer_load_dword v2, s[8:11], 0 offen lds", "v_lshlrev_b32 v3, 2, v0"]
+    tail = ["s_waitcnt vmcnt(0) lgkmcnt(0)", "s_endpgm"]
+    assert findings(WAVE_SPLIT + dma + ["ds_read_b32 v4, v3 offset:0x2000"] + tail, block=BLOCK) == []
+    assert findings(WAVE_SPLIT + dma + ["s_barrier", "ds_read_b32 v4, v3 offset:0x1100"] + tail, block=BLOCK) == [
+        ("lds_write_before_barrier", "error")]
+    assert findings(WAVE_SPLIT + dma + ["ds_read_b32 v4, v3"] + tail, block=BLOCK) == [("lds_dma_read", "error")]

@@ -59,3 +59,48 @@ def test_tags_travel_through_asm_and_code_object(tmp_path):
         prog = as_program(str(path))
         assert [i.lds_buffer for i in prog.items() if getattr(i, "lds_buffer", None)] == ["b0", "b1", "b0"]
         assert check_program(prog.items(), block=prog.threads) == []
+
+
+def dump_slot(scratch: bool, read_at: int = 0) -> Kernel:
+    """Two differently tagged DMAs: wave 0 loads chunk 0 of 'k' to [0, 256) and 'v' to
+    [4096, 4352); wave 1 has no chunk and sends both to its dump slot [8192, 8448)."""
+    k = Kernel("lds_dump", block=128, lds=16384)
+    if scratch:
+        k.lds_scratch(8192, 16384)
+    k.v_readfirstlane_b32(s[5], k.workitem_id)
+    k.s_lshr_b32(s[5], s[5], 6)
+    k.v_lshlrev_b32(v[3], 2, k.workitem_id)
+    k.s_mov_b32(s[6], 8192)
+    for tag, base in (("k", 0), ("v", 4096)):
+        k.s_cmp_eq_u32(s[5], 0)
+        k.s_cselect_b32(m0, base, s[6])
+        k.s_nop(0)
+        k.buffer_load_dword(v[1], s[8:11], 0, offen=True, lds=True).lds_buffer = tag
+    k.s_waitcnt(vmcnt=0)
+    k.s_barrier()
+    k.ds_read_b32(v[2], v[3], offset=read_at)
+    k.s_waitcnt(lgkmcnt=0)
+    k.v_mov_b32(v[4], v[2])
+    k.s_endpgm()
+    return k
+
+
+def test_declared_scratch_may_be_shared_but_not_read(tmp_path):
+    # without the declaration the shared dump slot contradicts the tags
+    found = check_program(as_program(dump_slot(False)).items(), block=128)
+    assert rules(found) == ["lds_buffer_tag"]
+    assert "0x2100)" in found[0].message              # both ranges reach into the dump slot
+    k = dump_slot(True)
+    res = k.build(tmp_path)                            # declared: the build's own check passes
+    for src in (k, res.asm_path, res.co_path):         # the declaration travels in the .s and the .co
+        prog = as_program(src if isinstance(src, Kernel) else str(src))
+        assert prog.lds_scratch == [(8192, 16384)]
+        assert check_program(prog.items(), block=prog.threads, lds_scratch=prog.lds_scratch) == []
+    # a DS read into the scratch bytes (threads 64.. read 8192 + 4 * tid) is an error
+    found = check_program(as_program(dump_slot(True, read_at=8192 - 256)).items(), block=128,
+                          lds_scratch=[(8192, 16384)])
+    assert [(f.rule, f.severity) for f in found] == [("lds_scratch_access", "error")]
+    assert "declared scratch" in found[0].message
+    # a tagged pair that meets outside the scratch is still a finding
+    found = check_program(as_program(dump_slot(True)).items(), block=128, lds_scratch=[(12288, 16384)])
+    assert rules(found) == ["lds_buffer_tag"]

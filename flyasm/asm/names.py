@@ -9,6 +9,7 @@ ranges as the builder did:
     K:reg:REGION:FILE:FIRST:LAST:PARENT      one plan region (PARENT empty unless an alias)
     K:span:START:END:PATH                    a region of instructions [START, END) by ordinal
     K:label:INDEX:NAME                       a label before instruction INDEX
+    K:lds_scratch:LO:HI                      LDS bytes [LO, HI) declared a DMA dump (Kernel.lds_scratch)
 """
 from __future__ import annotations
 
@@ -33,14 +34,17 @@ def records(k) -> list[str]:
         out.append(f"{k.name}:span:{r.start}:{end}:{'/'.join(r.path)}")
     for name, ld in k.labels.items():
         out.append(f"{k.name}:label:{ld.index}:{local_label(name)}")
+    for lo, hi in k.scratch_lds:
+        out.append(f"{k.name}:lds_scratch:{lo}:{hi}")
     return out
 
 
 def decode(recs, kernel: str):
-    """(RegisterPlan or None, [(start, end, path tuple)], {label: index}) of `kernel` from its records."""
+    """(RegisterPlan or None, [(start, end, path tuple)], {label: index}, [(lo, hi) LDS scratch])
+    of `kernel` from its records."""
     from ..isa.operands import RegFile
     from ..plan import RegisterPlan
-    plan, regions, aliases, spans, labels = None, {}, {}, [], {}
+    plan, regions, aliases, spans, labels, scratch = None, {}, {}, [], {}, []
     try:
         for rec in recs:
             name, kind, rest = rec.split(":", 2)
@@ -62,11 +66,14 @@ def decode(recs, kernel: str):
             elif kind == "label":
                 index, lname = rest.split(":", 1)
                 labels[lname] = int(index)
+            elif kind == "lds_scratch":
+                lo, hi = rest.split(":")
+                scratch.append((int(lo), int(hi)))
     except ValueError:
         raise FlyasmError(f"malformed flyasm name record {rec[:60]!r}", find_loc=False) from None
     if plan is not None:
         plan = RegisterPlan(plan[0], regions=regions, aliases=aliases, accum_offset=plan[1], strict=plan[2])
-    return plan, spans, labels
+    return plan, spans, labels, scratch
 
 
 def apply_spans(stream, spans) -> None:

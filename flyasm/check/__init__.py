@@ -19,16 +19,17 @@ class CheckError(FlyasmError):
     """A kernel that the static checker finds hazards or missing waits in."""
 
 
-def check_program(items: list, mode: str = "verify", block=None) -> list[Finding]:
+def check_program(items: list, mode: str = "verify", block=None, lds_scratch=()) -> list[Finding]:
     """Findings of both checks. mode: 'verify' (LLVM's wait-state counting), 'strict' (only s_nop
     and VALU count, ISA-only rows on) or 'insert' (hazards are fixed by s_nops: only the
     wait-counter findings remain). block: the workgroup shape (threads, or (x, y, z)), which lets
-    the LDS address analysis compute ranges; without it LDS conflicts stay "unproven"."""
+    the LDS address analysis compute ranges; without it LDS conflicts stay "unproven". lds_scratch:
+    [lo, hi) LDS byte ranges declared a DMA dump (Kernel.lds_scratch)."""
     if mode not in MODES:
         raise ValueError(f"mode is one of {MODES}, not {mode!r}")
     items = list(items)
     cfg = build_cfg(items)
-    lds = LdsAddressAnalysis(items, block, cfg)
+    lds = LdsAddressAnalysis(items, block, cfg, lds_scratch)
     hz = [] if mode == "insert" else check_hazards(items, mode)
     found = hz + check_waitcnt(items, lds=lds) + check_lds_tags(items, lds)
     return sorted(found, key=lambda f: (f.consumer.index, f.rule))
@@ -44,7 +45,7 @@ def insert_nops(items: list, strict: bool = False) -> list:
 
 
 def check_kernel(k, mode: str = "verify") -> list[Finding]:
-    return check_program(program_from_kernel(k), mode, k.block)
+    return check_program(program_from_kernel(k), mode, k.block, k.scratch_lds)
 
 
 def check_kernel_stream(k, mode: str = "verify", strict: bool = False) -> None:
@@ -52,7 +53,7 @@ def check_kernel_stream(k, mode: str = "verify", strict: bool = False) -> None:
     (or, with strict, an unproven one)."""
     from .report import format_findings, summary
     items = program_from_kernel(k)
-    findings = check_program(items, mode)
+    findings = check_program(items, mode, k.block, k.scratch_lds)
     if has_errors(findings, strict):
         raise CheckError(f"kernel {k.name}: {summary(findings, items)}:\n"
                          + format_findings(findings, items, verbose=True), find_loc=False)

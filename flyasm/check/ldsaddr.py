@@ -6,7 +6,9 @@ block shape (v0 packs x | y << 10 | z << 20 on gfx90a+, notes §5); kernel argum
 and loaded data are unknown. A register may hold up to CAP alternative arrays (`s_cselect`, values
 swapped each loop iteration, control-flow joins); more than that, or any operation the analysis
 does not model, makes it unknown. The fixed point over the CFG joins alternatives, and the cap is
-the widening, so loops terminate.
+the widening, so loops terminate. SCC is tracked through `s_cmp_*`: a known SCC picks the
+`s_cselect` value, and an `s_cbranch_scc*` on it splits the waves between its two edges, so a
+branch on the wave id (each wave picking its own M0, say) joins wave by wave into one exact value.
 
 From those values:
 * an LDS-DMA (`buffer_load_* lds`, `global_load_lds_*`) writes, for each lane L,
@@ -34,6 +36,8 @@ WAVE = 64
 M32 = 0xFFFFFFFF
 M0 = ("spec", "m0")
 EXEC = ("spec", "exec")
+SCC = ("spec", "scc")
+LIVE = "live"        # env key: per thread, whether its wave can be on this path (absent: every wave)
 
 
 def _u(x):
@@ -75,6 +79,16 @@ ALU = {
     "v_mad_u32_u24": lambda a, b, c: (a & 0xFFFFFF) * (b & 0xFFFFFF) + c,
 }
 ALU = {k: v for k, v in ALU.items() if v is not None}
+def _signed(x):
+    x = x & M32
+    return np.where(x & 0x80000000, x - (1 << 32), x)
+
+
+_CMP = {"eq": np.equal, "lg": np.not_equal, "gt": np.greater, "ge": np.greater_equal,
+        "lt": np.less, "le": np.less_equal}
+# s_cmp_<op>_<u32|i32> -> SCC as 0/1; the signed forms compare sign-extended values
+SCMP = {f"s_cmp_{op}_{t}": (lambda f, sg: lambda a, b: f(_signed(a), _signed(b)) if sg else f(a, b))(f, t == "i32")
+        for op, f in _CMP.items() for t in ("u32", "i32")}
 _SOPK = {"s_addk_i32": lambda d, k: d + k, "s_mulk_i32": lambda d, k: d * k}
 _SIZE = re.compile(r"_[bui](8|16|32|64|96|128)")
 
@@ -110,6 +124,17 @@ class Footprint:
         self.box = [(s[:, 0], m[:, -1]) for s, _, m in self.alts]
         self._union = None
 
+    def without(self, ranges) -> "Footprint":
+        """The same accesses less the intervals that lie inside one of ranges ([lo, hi) bytes);
+        a removed interval becomes the empty [-1, -1), which meets nothing."""
+        alts = []
+        for s, e, _ in self.alts:
+            drop = np.zeros(s.shape, bool)
+            for lo, hi in ranges:
+                drop |= (s >= lo) & (e <= hi)
+            alts.append(_sorted(np.where(drop, -1, s), np.where(drop, -1, e)))
+        return Footprint(alts)
+
     def union_waves(self) -> "Footprint":
         if self._union is None:
             self._union = Footprint([_sorted(s.reshape(1, -1), e.reshape(1, -1)) for s, e, _ in self.alts])
@@ -136,8 +161,9 @@ def _meet(a, b, box_a, box_b) -> bool:
 
 
 class LdsAddressAnalysis:
-    def __init__(self, items: list, block=None, cfg: CFG | None = None):
+    def __init__(self, items: list, block=None, cfg: CFG | None = None, scratch=()):
         self.items = items
+        self.scratch = tuple(scratch)     # [lo, hi) byte ranges declared a DMA dump (Kernel.lds_scratch)
         self.cfg = cfg or build_cfg(items)
         self.block = (block, 1, 1) if isinstance(block, int) else (tuple(block) + (1, 1))[:3] if block else None
         self.foot: dict[int, Footprint | None] = {}
@@ -185,6 +211,8 @@ class LdsAddressAnalysis:
         dkey = (dst.file, dst.index) if isinstance(dst, Reg) and dst.count == 1 else (
             M0 if isinstance(dst, Special) and dst.name == "m0" else None)
         kind = None
+        if name in SCMP and None not in srcs:
+            return name, SCC, srcs, (SCC,), None
         if dkey is not None and not ins.modifiers.get("clamp") and None not in srcs:
             if name == "s_cselect_b32" or name in _SOPK or name == "v_readfirstlane_b32" or name in ALU:
                 kind = name
@@ -193,7 +221,7 @@ class LdsAddressAnalysis:
         exec_full = None
         if EXEC in ins.writes:
             exec_full = name == "s_mov_b64" and isinstance(ins.operands[1], Imm) and ins.operands[1].value == -1
-        return kind, dkey, srcs, tuple(r for r in ins.writes if r[0] != "spec" or r in (M0, EXEC)), exec_full
+        return kind, dkey, srcs, tuple(r for r in ins.writes if r[0] != "spec" or r in (M0, EXEC, SCC)), exec_full
 
     def _src(self, op):
         if isinstance(op, Imm) and isinstance(op.value, int):
@@ -220,7 +248,11 @@ class LdsAddressAnalysis:
             if None in args:
                 pass
             elif kind == "s_cselect_b32":
-                val = _dedupe(list(args[0]) + list(args[1]))
+                scc = env.get(SCC)
+                val = (self._combine(lambda c, a, b: np.where(c != 0, a, b), [scc] + args) if scc
+                       else _dedupe(list(args[0]) + list(args[1])))
+            elif kind in SCMP:
+                val = self._combine(SCMP[kind], args)
             elif kind in _SOPK:
                 d = env.get(dkey)
                 val = self._combine(_SOPK[kind], [d, args[-1]]) if d else None
@@ -252,8 +284,8 @@ class LdsAddressAnalysis:
             env = dict(entry[bid])
             for i in cfg.blocks[bid].insts:
                 self._step(env, codes[i])
-            for s in cfg.blocks[bid].succs:
-                new = _join(entry[s], env) if s in entry else env
+            for s, out in self._edges(bid, env):
+                new = _join(entry[s], out) if s in entry else out
                 if s not in entry or not _same(new, entry[s]):
                     entry[s] = new
                     if s not in work:
@@ -264,6 +296,24 @@ class LdsAddressAnalysis:
                 if i in self._watch:
                     self._addr[i] = self._starts(env, items[i])
                 self._step(env, codes[i])
+
+    def _edges(self, bid: int, env: dict):
+        """(successor, env on that edge). A conditional branch on an SCC known per wave splits the
+        waves: each edge carries only the waves that take it, so a join can merge per wave."""
+        b = self.cfg.blocks[bid]
+        last = self.items[b.insts[-1]] if b.insts else None
+        scc = env.get(SCC)
+        if (last is None or last.name not in ("s_cbranch_scc0", "s_cbranch_scc1") or scc is None
+                or len(scc) != 1 or len(b.succs) != 2):
+            return [(s, env) for s in b.succs]
+        taken = (scc[0] != 0) if last.name == "s_cbranch_scc1" else (scc[0] == 0)
+        live = env.get(LIVE, np.ones(self.threads, bool))
+        out = []
+        for s, m in zip(b.succs, (taken, ~taken)):       # succs: [branch target, fallthrough]
+            e = dict(env)
+            e[LIVE] = live & m
+            out.append((s, e))
+        return out
 
     # ---- footprints ----------------------------------------------------------------------------
     def _starts(self, env, ins: Instruction) -> tuple | None:
@@ -298,23 +348,36 @@ class LdsAddressAnalysis:
                 self.foot[i] = Footprint(alts)
         return self.foot[i]
 
-    def relation(self, a: int, b: int, same_wave: bool = True) -> str:
-        """'disjoint', 'overlap' or 'unknown' for the LDS bytes of items a and b."""
-        key = (a, b, same_wave)
+    def relation(self, a: int, b: int, same_wave: bool = True, past_scratch: bool = False) -> str:
+        """'disjoint', 'overlap' or 'unknown' for the LDS bytes of items a and b (past_scratch:
+        leaving out the declared scratch bytes)."""
+        key = (a, b, same_wave, past_scratch)
         if key not in self._rel:
-            self._rel[key] = self._relation(a, b, same_wave)
+            self._rel[key] = self._relation(a, b, same_wave, past_scratch)
         return self._rel[key]
 
-    def _relation(self, a, b, same_wave) -> str:
+    def _relation(self, a, b, same_wave, past_scratch=False) -> str:
         fa, fb = self.footprint(a), self.footprint(b)
         if fa is None or fb is None:
             return "unknown"
+        if past_scratch and self.scratch:
+            fa, fb = fa.without(self.scratch), fb.without(self.scratch)
         if not same_wave:
             fa, fb = fa.union_waves(), fb.union_waves()
         hits = [_meet(pa, pb, ba, bb) for pa, ba in zip(fa.alts, fa.box) for pb, bb in zip(fb.alts, fb.box)]
         if not any(hits):
             return "disjoint"
         return "overlap" if len(hits) == 1 else "unknown"
+
+    def touches_scratch(self, i: int) -> tuple[int, int] | None:
+        """The first declared scratch range that item i's proven bytes meet (None: none, or unknown)."""
+        f = self.footprint(i)
+        if f is None:
+            return None
+        for lo, hi in self.scratch:
+            if any(np.any((s < hi) & (e > lo)) for s, e, _ in f.alts):
+                return lo, hi
+        return None
 
     def described(self, i: int) -> str:
         """A short text of the proven byte range of item i (for messages)."""
@@ -337,10 +400,16 @@ def _dedupe(vals) -> tuple | None:
 
 
 def _join(a: dict, b: dict) -> dict:
+    """The state where two paths meet. Where the paths carry wave masks (`_edges`), a value that
+    agrees on the waves both may bring is merged per wave -- the value of the path each wave took;
+    otherwise the alternatives of both sides are kept."""
     out = {}
+    la, lb = a.get(LIVE), b.get(LIVE)
+    if (la is None) != (lb is None):             # no mask: every wave
+        la, lb = (np.ones_like(lb) if la is None else la), (np.ones_like(la) if lb is None else lb)
     for k, va in a.items():
         vb = b.get(k)
-        if vb is None:
+        if vb is None or k == LIVE:
             continue
         if va is vb:
             out[k] = va
@@ -348,12 +417,29 @@ def _join(a: dict, b: dict) -> dict:
         if k == "exec_full":
             out[k] = va and vb
             continue
-        j = _dedupe(list(va) + list(vb))
+        j = _per_wave(va, vb, la, lb) if la is not None and lb is not None else None
+        if j is None:
+            j = _dedupe(list(va) + list(vb))
         if j is not None:
             out[k] = j
     if "exec_full" not in out:
         out["exec_full"] = a.get("exec_full", True) and b.get("exec_full", True)
+    if la is not None and lb is not None:
+        out[LIVE] = la | lb
     return out
+
+
+def _per_wave(va, vb, la, lb) -> tuple | None:
+    """Every pairing of an alternative of each side, each wave taking its own path's value; None
+    when a pair disagrees on a wave that may arrive by both paths (then only alternatives hold)."""
+    both = la & lb
+    merged = []
+    for x in va:
+        for y in vb:
+            if not np.array_equal(x[both], y[both]):
+                return None
+            merged.append(np.where(la, x, y))
+    return _dedupe(merged)
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -365,6 +451,9 @@ def _same(a: dict, b: dict) -> bool:
             continue
         if k == "exec_full":
             if va != vb:
+                return False
+        elif k == LIVE:
+            if not np.array_equal(va, vb):
                 return False
         elif len(va) != len(vb) or {x.tobytes() for x in va} != {x.tobytes() for x in vb}:
             return False

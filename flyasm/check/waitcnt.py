@@ -317,8 +317,10 @@ def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None
 
 
 def check_lds_tags(items: list, lds: LdsAddressAnalysis) -> list[Finding]:
-    """`lds_buffer` tags are the author's claim that differently named buffers never share bytes:
-    one finding per pair of tags whose proven ranges meet (first accesses that show it)."""
+    """`lds_buffer` tags are the author's claim that differently named buffers never share bytes
+    (declared scratch aside): one finding per pair of tags whose proven ranges meet (first
+    accesses that show it). Scratch is the author's claim that no DS access touches those bytes:
+    one finding per DS access whose proven range meets it."""
     by_tag: dict[str, list[int]] = {}
     for i, it in enumerate(items):
         if not is_label(it) and lds_buffer(it) and i in lds.watched:
@@ -328,7 +330,7 @@ def check_lds_tags(items: list, lds: LdsAddressAnalysis) -> list[Finding]:
     for n, a in enumerate(tags):
         for b in tags[n + 1:]:
             pair = next(((i, j) for i in by_tag[a] for j in by_tag[b]
-                         if lds.relation(i, j, same_wave=False) == "overlap"), None)
+                         if lds.relation(i, j, same_wave=False, past_scratch=True) == "overlap"), None)
             if pair is None:
                 continue
             i, j = pair
@@ -336,4 +338,12 @@ def check_lds_tags(items: list, lds: LdsAddressAnalysis) -> list[Finding]:
             msg = (f"{c.describe()} is tagged lds_buffer {b!r} and {p.describe()} {a!r}, but their ranges meet: "
                    f"{lds.described(j)} and {lds.described(i)}; fix the tag or the addresses")
             out.append(Finding("lds_buffer_tag", msg, c, p, 0, 0, "retag or readdress", None, "waitcnt"))
+    for i in sorted(lds.watched) if lds.scratch else ():
+        hit = None if items[i].is_lds_dma else lds.touches_scratch(i)
+        if hit:
+            c = Site(i, items[i])
+            msg = (f"{c.describe()} touches LDS bytes [0x{hit[0]:x}, 0x{hit[1]:x}) declared scratch "
+                   f"(Kernel.lds_scratch: only DMAs with nothing to load write there, nothing reads them); "
+                   f"its {lds.described(i)}")
+            out.append(Finding("lds_scratch_access", msg, c, c, 0, 0, "readdress", None, "waitcnt"))
     return out

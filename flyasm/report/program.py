@@ -43,6 +43,7 @@ class Program:
     threads: int | None = None
     threads_is_bound: bool = False                    # True when only max_flat_workgroup_size is known
     source: str = "kernel"
+    lds_scratch: list = field(default_factory=list)   # [(lo, hi)] LDS bytes declared a DMA dump
 
     def __len__(self) -> int:
         return len(self.stream)
@@ -110,7 +111,7 @@ def from_kernel(k) -> Program:
     meta = {"args": [{"name": a.name, "type": a.type, "offset": a.offset, "size": a.size} for a in k.args],
             "block": list(k.block)}
     return Program(k.name, list(k.stream), {n: ld.index for n, ld in k.labels.items()}, regions, desc, dict(d),
-                   meta, k.plan, k.threads, False, "kernel")
+                   meta, k.plan, k.threads, False, "kernel", list(k.scratch_lds))
 
 
 def _threads_from_meta(meta: dict) -> tuple[int | None, bool]:
@@ -152,18 +153,18 @@ def from_codeobj(co, kernel: str | None = None) -> Program:
                             kernarg_size=kd.kernarg_size, arch_vgprs=meta.get("vgpr_count"), agprs=agprs,
                             sgpr_count=meta.get("sgpr_count", kd.sgpr_alloc))
     threads, bound = _threads_from_meta(meta)
-    plan, labels = _names(co.names, kc.name, stream, labels)
+    plan, labels, scratch = _names(co.names, kc.name, stream, labels)
     return Program(kc.name, stream, labels, _regions_from_stream(stream), desc, kd.to_dict(), meta, plan,
-                   threads, bound, "co")
+                   threads, bound, "co", scratch)
 
 
 def _names(records, kernel: str, stream, labels: dict):
     """The builder's plan, region and label names, when the .s/.co carries them (asm/names.py)."""
     from ..asm.names import apply_spans, decode, rename_labels
-    plan, spans, named = decode(records, kernel)
+    plan, spans, named, scratch = decode(records, kernel)
     if spans and not any(i.region for i in stream):
         apply_spans(stream, spans)
-    return plan, rename_labels(stream, labels, named)
+    return plan, rename_labels(stream, labels, named), scratch
 
 
 def from_asm(text: str, filename: str | None = None, kernel: str | None = None) -> Program:
@@ -185,9 +186,9 @@ def from_asm(text: str, filename: str | None = None, kernel: str | None = None) 
     stream = list(ak.instructions)
     if not stream:
         raise ReportError(f"kernel {ak.name} in {filename or 'the assembly'} has no instructions")
-    plan, labels = _names(mod.names, ak.name, stream, dict(ak.labels))
+    plan, labels, scratch = _names(mod.names, ak.name, stream, dict(ak.labels))
     return Program(ak.name, stream, labels, _regions_from_stream(stream), desc, dict(d), meta, plan,
-                   threads, bound, "s")
+                   threads, bound, "s", scratch)
 
 
 def from_python(path: str, **params):
