@@ -98,7 +98,7 @@ def fp8gemm_launch(M: int, N: int, K: int, split: int, tile_m: int, tile_n: int 
 
 # ---- measured rows -> launches -------------------------------------------------------------------
 TRACE_SEQLEN = 1024      # attention streams are recorded at this seqlen (batch 1, one head), loops scaled up
-TRACE_K_ITERS = 8        # GEMM streams are recorded with 8 K-steps per split, loops scaled up
+TRACE_K_ITERS = 8        # GEMM streams are recorded with about 8 K-steps per split, loops scaled up
 
 
 def co_index(dirs) -> dict:
@@ -148,11 +148,27 @@ def row_launch(kind: str, row: dict, idx: dict) -> dict:
         launch = bf16gemm_launch
         dram = 2 * (M * K + N * K) + M * N * 4
     grid, block, _, _ = launch(M, N, K, split, tm, tn)
-    kt = K if K <= split * kb * TRACE_K_ITERS else split * kb * TRACE_K_ITERS
+    kt, scale = split_k_trace(K // kb, split, ceil_rule="blockscale" in name)
     # one row of at most 3 output tiles is recorded (first, interior, last: the sampled ones)
-    tgrid, _, bufs, ka = launch(min(M, tm), min(N, 3 * tn), kt, split, tm, tn)
+    tgrid, _, bufs, ka = launch(min(M, tm), min(N, 3 * tn), kt * kb, split, tm, tn)
     return dict(co=path.read_bytes(), kernel=name, grid=grid, block=block, trace_grid=tgrid, kernarg=ka, buffers=bufs,
-                loop_scale=K / kt, dram_bytes=dram, flops=2.0 * M * N * K, group=f"K{K}")
+                loop_scale=scale, dram_bytes=dram, flops=2.0 * M * N * K, group=f"K{K}")
+
+
+def split_k_trace(steps: int, split: int, ceil_rule: bool) -> tuple[int, float]:
+    """K-steps to record and the loop scale for a split-K GEMM of `steps` K-steps over `split` splits.
+    How the kernels share K out (seen in the emulator): the fp8 block-scale kernels give every split
+    ceil(steps/split) and the last what is left (56 over 5: 12,12,12,12,8); the bf16 kernels give
+    floor(steps/split) and the last the remainder too (80 over 13: 6 x 12, then 8). The record keeps
+    about TRACE_K_ITERS steps per split by taking the same d steps from every split, so the shares
+    keep their pattern (which split is longest, by how much); the scale then brings the longest split
+    to its real length: with split-K the grid fits in one round, where the longest workgroup sets the
+    time."""
+    per = -(-steps // split) if ceil_rule else steps // split
+    shares = [min(per, steps - per * i) for i in range(split - 1)] + [steps - per * (split - 1)]
+    d = max(0, min(steps // split - TRACE_K_ITERS, min(x for x in shares if x > 0) - 1))
+    longest = max(shares)
+    return steps - split * d, longest / (longest - d)
 
 
 def _fmha_row(row: dict, idx: dict) -> dict:

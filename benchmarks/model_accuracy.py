@@ -37,6 +37,9 @@ from flyasm.perf.capture import CACHE, capture  # noqa: E402
 from flyasm.perf.model import _samples, simulate_grid  # noqa: E402
 
 ROWS_CACHE = CACHE.parent / "perf_rows.json"
+# the model's code is part of a cached row's key: a change to the CU model or the sampling re-simulates
+MODEL_SOURCE = hashlib.sha256(b"".join(f.read_bytes() for f in sorted((ROOT / "flyasm" / "perf").glob("*.py"))
+                                       if f.stem not in ("calibrate", "report", "cli"))).hexdigest()
 
 
 def read_tables(paths) -> list[tuple[str, str, dict]]:
@@ -69,7 +72,7 @@ def simulate_row(L: dict, p: P.Params, cache: dict) -> int:
     key = hashlib.sha256(repr((hashlib.sha256(L["co"]).hexdigest(), L["kernel"], L["grid"], L["trace_grid"],
                                L["loop_scale"], kah, sorted((k, v if isinstance(v, int) else v.nbytes)
                                                             for k, v in L["buffers"].items()),
-                               P.Params().with_(**{n: 0 for n in P.FITTED}))).encode()).hexdigest()
+                               P.Params().with_(**{n: 0 for n in P.FITTED}), MODEL_SOURCE)).encode()).hexdigest()
     if key in cache:
         return cache[key]
     samples = _samples(L["trace_grid"])

@@ -148,3 +148,37 @@ def test_scale_loops_matches_the_longer_run():
     long_ = capture(co, 1, 64, struct.pack("<I", 12) + bytes(12), cache=False).waves[0]
     scaled = scale_loops(short, 2.0)
     assert np.array_equal(scaled["pc"], long_["pc"])
+
+
+def _pipelined_kernel():
+    """One MFMA peeled into the prologue (as software-pipelined GEMMs do), then n-1 loop iterations of
+    one MFMA each: n MFMAs of work in all."""
+    k = Kernel("pipe", block=64)
+    n = k.arg("n", "u32")
+    k.s_load_dword(s[8], k.kernarg_ptr, n.offset)
+    k.s_waitcnt(lgkmcnt=0)
+    k.v_mfma_f32_16x16x32_bf16(v[0:3], v[64:67], v[68:71], v[0:3])
+    k.s_sub_u32(s[8], s[8], 1)
+    k.label("top")
+    k.v_mfma_f32_16x16x32_bf16(v[0:3], v[64:67], v[68:71], v[0:3])
+    k.s_sub_u32(s[8], s[8], 1)
+    k.s_cmp_lg_u32(s[8], 0)
+    k.s_cbranch_scc1("top")
+    k.s_endpgm()
+    return k
+
+
+def test_scale_loops_by_work_counts_peeled_iterations():
+    """Doubling the work of a run with 4 MFMAs (1 peeled + 3 in the loop) is the run with 8 (1 + 7),
+    not the run with the loop's iterations doubled (1 + 6)."""
+    import struct
+    k = _pipelined_kernel()
+    co = k.build().co
+    prog = load_program(co)
+    work = np.array([8.0 if i.name.startswith("v_mfma") else 0.0 for i in prog.insts])
+    runs = {n: capture(co, 1, 64, struct.pack("<I", n) + bytes(12), cache=False).waves[0] for n in (4, 8)}
+    mf = [i for i, ins in enumerate(prog.insts) if ins.name.startswith("v_mfma")]
+    assert np.isin(runs[4]["pc"], mf).sum() == 4 and np.isin(runs[8]["pc"], mf).sum() == 8
+    assert np.array_equal(scale_loops(runs[4], 2.0, work)["pc"], runs[8]["pc"])
+    by_iterations = scale_loops(runs[4], 2.0)["pc"]
+    assert np.isin(by_iterations, mf).sum() == 7        # the old rule: 3 loop iterations -> 6

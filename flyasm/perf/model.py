@@ -1,13 +1,18 @@
 """Whole-kernel time: sampled workgroups through the CU model, then the grid over the device.
 
 Sample (say which, it is part of the answer): along grid x (the tile axis of GEMMs and attention)
-the workgroups x = 0, the middle one and the last, at y = z = 0. A workgroup's duration is linear
-in x between those samples, which is exact for uniform tiles, for a causal triangle (work linear in
-the tile index) and for aiter's paired causal tiles (flat). Each sample runs on one CU with as many
+the workgroups x = 0, the middle one and the last, at y = z = 0; and when y or z has more than one
+workgroup, (0, last y, 0) and (0, 0, last z). A workgroup's duration is linear in x between the x
+samples, which is exact for uniform tiles, for a causal triangle (work linear in the tile index) and
+for aiter's paired causal tiles (flat). Along y and z the interior is taken to equal the first and
+the last to differ by what its sample shows: the remainder tile (an M tail; split-K's last split,
+which in aiter's bf16 GEMMs gets K's remainder: 80 K-steps over 13 splits run 6 each and 8 on the
+last, seen in the emulator). Each sample runs on one CU with as many
 copies of itself as occupancy and the grid allow (co-resident workgroups staggered by wg_stagger
 cycles), so the port contention of a full CU is in its duration. A main loop longer than recorded
-(loop_scale f > 2) costs d(1) + (f - 1) (d(2) - d(1)): the recorded run and one with the loop
-doubled give the steady-state cost per iteration, so a long sequence costs no more to price.
+(loop_scale f > 2) costs d(1) + (f - 1) (d(2) - d(1)): the recorded run and one with the MFMA work
+doubled (trace.scale_loops adds main-loop iterations) give the steady-state cost per unit of work,
+so a long sequence costs no more to price.
 Samples whose streams are identical are simulated once.
 Dispatch: the grid's workgroups go in order (x fastest) to the earliest-free of n_cu x resident
 slots; the makespan is the last end (rounds and the tail round fall out of this). The kernel time
@@ -41,7 +46,7 @@ class Prediction:
     launch_us: float
     grid: tuple
     resident: int                 # workgroups per CU used
-    samples: dict                 # x -> modelled workgroup duration (cycles)
+    samples: dict                 # sampled workgroup (x, y, z) of the trace grid -> duration (cycles)
     tflops: float | None = None
     dram_bytes: float = 0.0
     flops: float | None = None
@@ -62,8 +67,9 @@ def occupancy_of(co: bytes, kernel: str | None, threads: int) -> int:
 
 
 def _samples(grid) -> list[tuple]:
-    gx = grid[0]
-    return [(x, 0, 0) for x in sorted({0, (gx - 1) // 2, gx - 1})]
+    gx, gy, gz = _dims3(grid)
+    return [(x, 0, 0) for x in sorted({0, (gx - 1) // 2, gx - 1})] + \
+        ([(0, gy - 1, 0)] if gy > 1 else []) + ([(0, 0, gz - 1)] if gz > 1 else [])
 
 
 def dispatch(durations: np.ndarray, slots: int) -> int:
@@ -87,7 +93,8 @@ def predict(co: bytes, grid, block, kernarg, buffers: dict | None = None, *, ker
     """Predicted time of one launch with grid `grid`. The streams are recorded on a launch described by
     `trace_grid` (default: grid), `kernarg` and `buffers`, which may be a smaller problem of the same
     kernel: fewer heads/batches (y, z), fewer tiles along x (samples map by relative x position) and a
-    shorter main loop (`loop_scale` = target iterations / recorded iterations, trace.scale_loops; a
+    shorter main loop (`loop_scale` = target work / recorded work, e.g. K / recorded K: trace.scale_loops
+    adds main-loop iterations until the MFMA work grows by that factor; a
     callable takes the sample's relative x position, e.g. for a causal triangle).
     dram_bytes: compulsory traffic (default: the buffers' sizes x grid / trace_grid). flops: for TFLOPS."""
     p = params or P.load()
@@ -114,7 +121,7 @@ class GridRun:
     cycles: int                 # dispatch makespan at the nominal clock
     grid: tuple
     resident: int
-    samples: dict               # relative x -> workgroup duration (cycles)
+    samples: dict               # sampled workgroup (x, y, z) of the trace grid -> duration (cycles)
     simd: dict
     stalls: list
     program: object
@@ -143,24 +150,25 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
             static = (p.trans_cycles, Static.of(prog, p))
             prog.__dict__["_perf_static"] = static
         static = static[1]
+        work = np.asarray(static.passes, float)     # loops scale so that the MFMA work grows by the factor
         wpg = -(-threads // 64)
         by_wg: dict[int, list] = {}
         for s in tr.waves:
             by_wg.setdefault(s["wg"], []).append(s)
         durs, main, seen = {}, None, {}
-        for si, (x, _, _) in enumerate(samples):
-            rel = x / max(tg[0] - 1, 1)
+        for si, wg in enumerate(samples):
+            rel = wg[0] / max(tg[0] - 1, 1)
             f = loop_scale(rel) if callable(loop_scale) else loop_scale
             raw = by_wg.get(si, [])
             if not raw:
-                raise PerfError(f"the trace has no waves for sampled workgroup x={x}")
+                raise PerfError(f"the trace has no waves for sampled workgroup {wg}")
             ident = (hashlib.sha1(b"".join(w["pc"].tobytes() + w["cost"].tobytes() for w in raw)).hexdigest(), f)
             if ident in seen:                      # the same stream as an earlier sample: same duration
-                durs[rel] = seen[ident]
+                durs[wg] = seen[ident]
                 continue
 
             def run_at(fs, raw=raw):
-                ws = [scale_loops(w, fs) for w in raw]
+                ws = [scale_loops(w, fs, work) for w in raw]
                 simd_of = [[(g_ * wpg + kk) % 4 for kk in range(len(ws))] for g_ in range(resident)]
                 r = simulate(prog, static, [ws] * resident, simd_of, pc,
                              starts=[g_ * p.wg_stagger for g_ in range(resident)])
@@ -171,14 +179,20 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
                 d1, _ = run_at(1.0)
                 d2, r = run_at(2.0)
                 d = d1 + (f - 1.0) * (d2 - d1)
-            durs[rel] = seen[ident] = d
+            durs[wg] = seen[ident] = d
             if main is None or d >= main[0]:
                 main = (d, r)
         hit = _SIM_CACHE[key] = (durs, main[1])
     durs, r = hit
-    rels = np.array(sorted(durs))
-    dx = np.interp(np.arange(g[0]) / max(g[0] - 1, 1), rels, [durs[x] for x in rels])
-    cycles = dispatch(np.maximum(np.tile(dx, g[1] * g[2]), 1).astype(np.int64), p.n_cu * resident)
+    line = sorted((wg[0] / max(tg[0] - 1, 1), d) for wg, d in durs.items() if wg[1] == wg[2] == 0)
+    dx = np.interp(np.arange(g[0]) / max(g[0] - 1, 1), [x for x, _ in line], [d for _, d in line])
+    d = np.tile(dx, (g[2], g[1], 1))                       # [z, y, x]: x fastest in dispatch order
+    first = durs[(0, 0, 0)]
+    if tg[1] > 1:
+        d[:, -1, :] += durs[(0, tg[1] - 1, 0)] - first
+    if tg[2] > 1:
+        d[-1, :, :] += durs[(0, 0, tg[2] - 1)] - first
+    cycles = dispatch(np.maximum(d.reshape(-1), 1).astype(np.int64), p.n_cu * resident)
     simd = {sid: {"mfma": bz["mfma"] / max(r.cycles, 1), "valu": bz["valu"] / max(r.cycles, 1),
                   **{f"idle_{c}": v / max(r.cycles, 1) for c, v in r.idle.get(sid, {}).items()}}
             for sid, bz in r.busy.items()}

@@ -11,7 +11,7 @@ def format_prediction(pred, p: Params, top: int = 15) -> str:
            f"  (compute {pred.compute_us:.2f} us = {pred.cycles} cycles at {p.clock_ghz:g} GHz x {p.clock_derate:.3g}; "
            f"DRAM {pred.dram_us:.2f} us; launch {pred.launch_us:.2f} us)",
            f"grid {pred.grid}, {pred.resident} workgroup(s) resident per CU over {p.n_cu} CUs; sampled workgroups "
-           f"(relative x: cycles) " + ", ".join(f"{x:.2f}: {d:.0f}" for x, d in sorted(pred.samples.items())),
+           f"(x,y,z of the recorded grid: cycles) " + ", ".join(f"{w}: {d:.0f}" for w, d in sorted(pred.samples.items())),
            "fitted constants: " + ", ".join(f"{n}={getattr(p, n):.3g}" for n in FITTED),
            "", "per SIMD of the longest sample (fraction of its cycles):",
            f"{'simd':<6}{'mfma':>7}{'valu':>7}  idle by cause"]

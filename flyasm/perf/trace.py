@@ -147,11 +147,18 @@ def _vmem_bytes(inst) -> int:
     return 4
 
 
-def scale_loops(stream: dict, factor: float) -> dict:
-    """The stream a longer run of the same kernel would execute: every run of the hottest loop (the
-    most frequent backward-branch target) gets round(iterations x factor) iterations, by repeating
-    one of its middle iterations (their cost facts repeat: same instructions, same access shapes).
-    Prologue, epilogue and other loops stay as recorded. factor >= 1."""
+def scale_loops(stream: dict, factor: float, work=None) -> dict:
+    """The stream a larger problem of the same kernel would execute: the hottest loop (the most
+    frequent backward-branch target) gets more iterations, each a copy of one of its recorded middle
+    iterations (their cost facts repeat: same instructions, same access shapes). Prologue, epilogue
+    and other loops stay as recorded. factor >= 1.
+
+    `factor` is the ratio of the problem's work (K / recorded K, seqlen / recorded seqlen). Without
+    `work`, every run of the loop gets round(iterations x factor) iterations. With `work` (per
+    instruction index, e.g. MFMA pipe cycles) the stream's total work grows by the factor instead:
+    software-pipelined kernels peel iterations into prologue and epilogue (the recorded fp8 GEMM runs
+    8 K-steps with only 4 in its loop), so multiplying the loop's iterations would under-count.
+    Runs of the loop share the added iterations in proportion to their recorded iterations."""
     pc = stream["pc"]
     if factor <= 1 or len(pc) < 3:
         return stream
@@ -163,26 +170,38 @@ def scale_loops(stream: dict, factor: float) -> dict:
     starts = back[pc[back] == head]                          # iteration starts (after the first)
     # runs: consecutive iteration starts with no visit outside the loop's pc span in between
     tail = int(pc[starts - 1].max())
-    pieces, last = [], 0
-    run = [starts[0]]
+    runs, run = [], [starts[0]]
     for s in list(starts[1:]) + [None]:
         if s is not None and np.all((pc[run[-1]:s] >= head) & (pc[run[-1]:s] <= tail)):
             run.append(s)
             continue
-        iters = len(run) + 1                                  # the first iteration was entered by fall-through
-        extra = int(round(iters * factor)) - iters
+        runs.append(run)
+        if s is not None:
+            run = [s]
+    spans = []                                               # per run: the repeated iteration [a, b)
+    for run in runs:
+        if len(run) >= 2:                                    # a whole middle iteration
+            spans.append((run[len(run) // 2 - 1], run[len(run) // 2]))
+        else:                                                # the last iteration: head .. its exit branch
+            a = run[0]
+            out_of = np.flatnonzero((pc[a:] < head) | (pc[a:] > tail))
+            spans.append((a, a + int(out_of[0]) if out_of.size else len(pc)))
+    iters = np.array([len(r) + 1 for r in runs], float)     # the first iteration was entered by fall-through
+    w_it = None
+    if work is not None:
+        w = np.asarray(work, float)[pc]
+        w_it = np.array([w[a:b].sum() for a, b in spans])
+    if w_it is not None and np.all(w_it > 0):
+        extra_work = w.sum() * (factor - 1) * iters / iters.sum()
+        extras = [int(round(e / wi)) for e, wi in zip(extra_work, w_it)]
+    else:
+        extras = [int(round(n * factor)) - int(n) for n in iters]
+    pieces, last = [], 0
+    for (a, b), extra in zip(spans, extras):
         if extra > 0:
-            if len(run) >= 2:                                 # a whole middle iteration [a, b)
-                a, b = run[len(run) // 2 - 1], run[len(run) // 2]
-            else:                                             # the last iteration: head .. its exit branch
-                a = run[0]
-                out_of = np.flatnonzero((pc[a:] < head) | (pc[a:] > tail))
-                b = a + int(out_of[0]) if out_of.size else len(pc)
             pieces.append(slice(last, b))
             pieces.extend([slice(a, b)] * extra)
             last = b
-        if s is not None:
-            run = [s]
     pieces.append(slice(last, len(pc)))
     out = dict(stream)
     for key in ("pc", "exec", "cost", "lines"):
