@@ -57,9 +57,11 @@ class Prediction:
 
 def occupancy_of(co: bytes, kernel: str | None, threads: int) -> int:
     """Workgroups per CU from the descriptor (VGPR/AGPR, SGPR, LDS limits; report.stats.occupancy)."""
-    from ..report.program import as_program
+    from ..codeobj.reader import read_code_object
+    from ..report.program import codeobj_descriptor
     from ..report.stats import occupancy
-    d = as_program(co, kernel).descriptor
+    obj = read_code_object(co)
+    d = codeobj_descriptor(obj.kernel(kernel) if kernel else obj.kernels[0])
     occ = occupancy(d["vgpr_alloc"], d["sgpr_count"] or 0, d["lds"] or 0, threads)
     if not occ["fits"]:
         raise PerfError(f"a workgroup of {threads} work-items does not fit on a CU ({occ['limited_by']})")
@@ -128,6 +130,7 @@ class GridRun:
 
 
 _SIM_CACHE: dict = {}
+_RUN_CACHE: dict = {}
 
 
 def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=None) -> GridRun:
@@ -167,12 +170,17 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
                 durs[wg] = seen[ident]
                 continue
 
-            def run_at(fs, raw=raw):
-                ws = [scale_loops(w, fs, work) for w in raw]
-                simd_of = [[(g_ * wpg + kk) % 4 for kk in range(len(ws))] for g_ in range(resident)]
-                r = simulate(prog, static, [ws] * resident, simd_of, pc,
-                             starts=[g_ * p.wg_stagger for g_ in range(resident)])
-                return float(np.mean([e - s for e, s in zip(r.wg_end, r.wg_start)])), r
+            def run_at(fs, raw=raw, stream=ident[0]):
+                # one CU run per (stream, scale, residency, constants): shapes that differ only in
+                # their loop scale share the x1 and x2 runs of the steady-state extrapolation
+                rk = (tr.key or id(tr), stream, fs, resident, pc)
+                if rk not in _RUN_CACHE:
+                    ws = [scale_loops(w, fs, work) for w in raw]
+                    simd_of = [[(g_ * wpg + kk) % 4 for kk in range(len(ws))] for g_ in range(resident)]
+                    r = simulate(prog, static, [ws] * resident, simd_of, pc,
+                                 starts=[g_ * p.wg_stagger for g_ in range(resident)])
+                    _RUN_CACHE[rk] = (float(np.mean([e - s for e, s in zip(r.wg_end, r.wg_start)])), r)
+                return _RUN_CACHE[rk]
             if f <= 2.0:
                 d, r = run_at(f)
             else:   # steady state: the loop's cost per unit of scale from x1 and x2, extrapolated linearly

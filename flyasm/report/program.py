@@ -129,6 +129,17 @@ def _strip(meta: dict | None) -> dict:
     return {k.lstrip("."): v for k, v in (meta or {}).items()}
 
 
+def codeobj_descriptor(kc) -> dict:
+    """The normalised descriptor (registers, LDS, ...) of one kernel of a CodeObject: its kernel
+    descriptor and metadata, no disassembly needed."""
+    kd = kc.descriptor
+    meta = _strip(kc.metadata)
+    return _norm_descriptor(next_free_vgpr=kd.vgpr_alloc, accum_offset=kd.accum_offset, next_free_sgpr=kd.sgpr_alloc,
+                            lds=kd.group_segment_fixed_size, scratch=kd.private_segment_fixed_size,
+                            kernarg_size=kd.kernarg_size, arch_vgprs=meta.get("vgpr_count"),
+                            agprs=meta.get("agpr_count"), sgpr_count=meta.get("sgpr_count", kd.sgpr_alloc))
+
+
 def from_codeobj(co, kernel: str | None = None) -> Program:
     """A kernel of a CodeObject, disassembled into the IR by flyasm.codeobj (llvm-objdump)."""
     from ..codeobj.disasm import disassemble
@@ -146,12 +157,7 @@ def from_codeobj(co, kernel: str | None = None) -> Program:
     labels = {name: idx for name, idx in ak.labels.items() if idx <= n}
     kd = kc.descriptor
     meta = _strip(kc.metadata)
-    nfv = kd.vgpr_alloc
-    agprs = meta.get("agpr_count")
-    desc = _norm_descriptor(next_free_vgpr=nfv, accum_offset=kd.accum_offset, next_free_sgpr=kd.sgpr_alloc,
-                            lds=kd.group_segment_fixed_size, scratch=kd.private_segment_fixed_size,
-                            kernarg_size=kd.kernarg_size, arch_vgprs=meta.get("vgpr_count"), agprs=agprs,
-                            sgpr_count=meta.get("sgpr_count", kd.sgpr_alloc))
+    desc = codeobj_descriptor(kc)
     threads, bound = _threads_from_meta(meta)
     plan, labels, scratch = _names(co.names, kc.name, stream, labels)
     return Program(kc.name, stream, labels, _regions_from_stream(stream), desc, kd.to_dict(), meta, plan,
