@@ -67,21 +67,22 @@ def row_name(table, kind, r) -> str:
     return f"{table}:{r['_row']} {r['kernelName'].replace('_ZN5aiter', '')[:48]} M{r['M']} N{r['N']} K{r['K']} sk{r['splitK']}"
 
 
-def simulate_row(L: dict, p: P.Params, cache: dict) -> int:
+def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
+    """(cycles, fraction of CU slots busy) of one row, cached by content."""
     kah = L["kernarg"] if isinstance(L["kernarg"], bytes) else None
     key = hashlib.sha256(repr((hashlib.sha256(L["co"]).hexdigest(), L["kernel"], L["grid"], L["trace_grid"],
                                L["loop_scale"], kah, sorted((k, v if isinstance(v, int) else v.nbytes)
                                                             for k, v in L["buffers"].items()),
                                P.Params().with_(**{n: 0 for n in P.FITTED}), MODEL_SOURCE)).encode()).hexdigest()
     if key in cache:
-        return cache[key]
+        return tuple(cache[key])
     samples = _samples(L["trace_grid"])
     tr = capture(L["co"], L["trace_grid"], L["block"], L["kernarg"], L["buffers"], workgroups=samples,
                  kernel=L["kernel"])
     run = simulate_grid(L["co"], L["kernel"], tr, samples, tuple(L["trace_grid"]), tuple(L["grid"]) + (1,) * (3 - len(L["grid"])),
                         L["block"], L["loop_scale"], p)
-    cache[key] = run.cycles
-    return run.cycles
+    cache[key] = (run.cycles, run.active)
+    return run.cycles, run.active
 
 
 def report(title: str, rows, pred) -> bool:
@@ -130,13 +131,14 @@ def main(argv=None) -> int:
         name = row_name(table, kind, r)
         try:
             L = AL.row_launch(kind, r, idx)
-            cycles = simulate_row(L, base, cache)
+            cycles, active = simulate_row(L, base, cache)
         except Exception as e:          # noqa: BLE001 — name the row, say why, stop
             print(f"error: row {name} cannot be predicted: {type(e).__name__}: {e}", file=sys.stderr)
             ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
             ROWS_CACHE.write_text(json.dumps(cache))
             return 1
-        rows.append(C.Row(name, table, cycles, L["dram_bytes"], float(r["us"]), L["group"] if kind == "fmha" else ""))
+        rows.append(C.Row(name, table, cycles, L["dram_bytes"], float(r["us"]), L["group"] if kind == "fmha" else "",
+                          active))
         ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
         ROWS_CACHE.write_text(json.dumps(cache))
         print(f"  [{time.time() - t0:6.0f} s] {name}: {cycles} cycles", file=sys.stderr, flush=True)

@@ -182,3 +182,24 @@ def test_scale_loops_by_work_counts_peeled_iterations():
     assert np.array_equal(scale_loops(runs[4], 2.0, work)["pc"], runs[8]["pc"])
     by_iterations = scale_loops(runs[4], 2.0)["pc"]
     assert np.isin(by_iterations, mf).sum() == 7        # the old rule: 3 loop iterations -> 6
+
+
+def test_clock_falls_as_more_cus_are_busy():
+    """Params.clock_mhz: peak clock with nothing busy, clock_derate x peak with every CU busy. One
+    workgroup per CU (96 KB of LDS each): 128 workgroups fill half the 256 CUs for one duration d,
+    1024 fill all of them for four rounds, 4d. At derate 0.5 the clocks are 0.75 and 0.5 of peak, so
+    the full grid takes 4 x 0.75 / 0.5 = 6 times as long (no launch cost, no DRAM bound)."""
+    from flyasm.perf.model import predict
+    k = Kernel("busy", block=64, lds=96 * 1024)
+    for i in range(16):
+        k.v_add_f32(v[1 + i % 4], 1.0, v[1 + i % 4])
+    k.s_endpgm()
+    co = k.build().co
+    p = PARAMS.with_(clock_derate=0.5, launch_us=0.0)
+    half = predict(co, 128, 64, b"", params=p, dram_bytes=0)
+    full = predict(co, 1024, 64, b"", params=p, dram_bytes=0)
+    assert half.resident == full.resident == 1
+    assert full.cycles == 4 * half.cycles
+    assert half.active == pytest.approx(0.5) and full.active == pytest.approx(1.0)
+    assert full.us / half.us == pytest.approx(6.0)
+    assert half.us == pytest.approx(half.cycles / (PARAMS.clock_ghz * 1e3 * 0.75))

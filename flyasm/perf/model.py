@@ -53,6 +53,7 @@ class Prediction:
     simd: dict = field(default_factory=dict)          # per SIMD: mfma/valu busy fraction, idle by cause
     stalls: list = field(default_factory=list)        # rows: (index, pc, text, loc, issued, causes)
     program: object = None
+    active: float = 1.0                               # mean fraction of CU slots busy (sets the clock)
 
 
 def occupancy_of(co: bytes, kernel: str | None, threads: int) -> int:
@@ -127,6 +128,7 @@ class GridRun:
     simd: dict
     stalls: list
     program: object
+    active: float = 1.0         # mean fraction of the device's workgroup slots busy over the makespan
 
 
 _SIM_CACHE: dict = {}
@@ -200,23 +202,26 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
         d[:, -1, :] += durs[(0, tg[1] - 1, 0)] - first
     if tg[2] > 1:
         d[-1, :, :] += durs[(0, 0, tg[2] - 1)] - first
-    cycles = dispatch(np.maximum(d.reshape(-1), 1).astype(np.int64), p.n_cu * resident)
+    d = np.maximum(d.reshape(-1), 1).astype(np.int64)
+    cycles = dispatch(d, p.n_cu * resident)
+    active = min(1.0, float(d.sum()) / (p.n_cu * resident * max(cycles, 1)))
     simd = {sid: {"mfma": bz["mfma"] / max(r.cycles, 1), "valu": bz["valu"] / max(r.cycles, 1),
                   **{f"idle_{c}": v / max(r.cycles, 1) for c, v in r.idle.get(sid, {}).items()}}
             for sid, bz in r.busy.items()}
     stalls = sorted(((i, prog.insts[i].pc, prog.insts[i].text(), prog.insts[i].loc, row) for i, row in
                      r.stalls.items()), key=lambda t: -sum(v for kk, v in t[4].items() if kk != "issued"))
-    return GridRun(cycles, g, resident, durs, simd, stalls, prog)
+    return GridRun(cycles, g, resident, durs, simd, stalls, prog, active)
 
 
 def finish(run: GridRun, dram_bytes: float, p: P.Params, flops: float | None = None) -> Prediction:
-    """Microseconds from a GridRun: max(compute at the sustained clock, compulsory DRAM traffic at the
-    achievable HBM bandwidth) + launch overhead."""
-    compute_us = run.cycles / (p.clock_ghz * 1e3 * p.clock_derate)
+    """Microseconds from a GridRun: max(compute at the sustained clock for its CU activity
+    (Params.clock_mhz), compulsory DRAM traffic at the achievable HBM bandwidth) + launch overhead."""
+    compute_us = run.cycles / p.clock_mhz(run.active)
     dram_us = dram_bytes / (p.hbm_tb_s * 1e6 * p.hbm_efficiency)
     us = max(compute_us, dram_us) + p.launch_us
     pred = Prediction(us, run.cycles, compute_us, dram_us, p.launch_us, run.grid, run.resident, run.samples,
-                      dram_bytes=dram_bytes, flops=flops, simd=run.simd, stalls=run.stalls, program=run.program)
+                      dram_bytes=dram_bytes, flops=flops, simd=run.simd, stalls=run.stalls, program=run.program,
+                      active=run.active)
     if flops:
         pred.tflops = flops / us / 1e6
     return pred
@@ -224,5 +229,6 @@ def finish(run: GridRun, dram_bytes: float, p: P.Params, flops: float | None = N
 
 def reprice(pred: Prediction, p: P.Params) -> Prediction:
     """The same simulation under other calibrated constants (they apply after the simulation)."""
-    run = GridRun(pred.cycles, pred.grid, pred.resident, pred.samples, pred.simd, pred.stalls, pred.program)
+    run = GridRun(pred.cycles, pred.grid, pred.resident, pred.samples, pred.simd, pred.stalls, pred.program,
+                  pred.active)
     return finish(run, pred.dram_bytes, p, pred.flops)

@@ -38,8 +38,16 @@ class Params:
     cu_bytes_per_clk: float = 64.0  # one CU's vector-memory port (64 B/clk, the GCN/CDNA L1 fill rate)
     # ---- fitted (perf.calibrate) ------------------------------------------------------------
     launch_us: float = 3.0          # launch + first-wave + last-write overhead of one dispatch
-    clock_derate: float = 1.0       # sustained / peak clock under load (power management)
+    clock_derate: float = 1.0       # sustained / peak clock with every CU busy (power management)
     hbm_efficiency: float = 0.8     # achievable / peak HBM bandwidth
+
+    def clock_mhz(self, active):
+        """Sustained clock (MHz) when a fraction `active` of the CUs is busy (a number or an array).
+        Assumption: a power-limited part boosts when CUs idle, so the clock falls linearly from the
+        peak (nothing busy) to clock_derate x peak (all busy). Seen in aiter's measured rows: a grid
+        filling half the CUs (attention b1 h32 s1024, 128 workgroups) runs a workgroup about 20%
+        faster than one filling them all (b8, 1024 workgroups), with the same per-workgroup work."""
+        return self.clock_ghz * 1e3 * (1.0 - (1.0 - self.clock_derate) * active)
 
     def to_dict(self) -> dict:
         return asdict(self)

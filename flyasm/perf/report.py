@@ -8,7 +8,8 @@ from .params import FITTED, Params
 
 def format_prediction(pred, p: Params, top: int = 15) -> str:
     out = [f"predicted {pred.us:.2f} us" + (f", {pred.tflops:.0f} TFLOPS" if pred.tflops else "") +
-           f"  (compute {pred.compute_us:.2f} us = {pred.cycles} cycles at {p.clock_ghz:g} GHz x {p.clock_derate:.3g}; "
+           f"  (compute {pred.compute_us:.2f} us = {pred.cycles} cycles at {p.clock_mhz(pred.active) / 1e3:.3g} GHz "
+           f"with {pred.active:.0%} of the CUs busy; "
            f"DRAM {pred.dram_us:.2f} us; launch {pred.launch_us:.2f} us)",
            f"grid {pred.grid}, {pred.resident} workgroup(s) resident per CU over {p.n_cu} CUs; sampled workgroups "
            f"(x,y,z of the recorded grid: cycles) " + ", ".join(f"{w}: {d:.0f}" for w, d in sorted(pred.samples.items())),
