@@ -115,7 +115,7 @@ def test_launch_sequence_with_fake_hip(tmp_path, capsys):
     assert calls == one * 2
     assert len(fake.launches) == 10
     ours, theirs = fake.launches[0], fake.launches[5]
-    assert ours["fn_name"].startswith(b"fa_fwd_d128_bf16") and theirs["fn_name"] == b"_ZN5aiter19fmha_fwd_hd128_bf16E"
+    assert ours["fn_name"] == b"fa_fwd_hd128_bf16" and theirs["fn_name"] == b"_ZN5aiter19fmha_fwd_hd128_bf16E"
     assert all(la["block"] == (512, 1, 1) for la in fake.launches)
     assert ours["grid"] == (math.ceil(S / 256), H, B) and theirs["grid"] == (math.ceil(S / 256), H, B)
     # both read the same five device buffers, BSHD strides in bytes, at aiter's 16-byte slots

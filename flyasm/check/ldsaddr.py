@@ -407,6 +407,7 @@ def _join(a: dict, b: dict) -> dict:
     la, lb = a.get(LIVE), b.get(LIVE)
     if (la is None) != (lb is None):             # no mask: every wave
         la, lb = (np.ones_like(lb) if la is None else la), (np.ones_like(la) if lb is None else lb)
+    split = la is not None and not (la & lb).all()   # all waves on both paths: only alternatives
     for k, va in a.items():
         vb = b.get(k)
         if vb is None or k == LIVE:
@@ -417,14 +418,14 @@ def _join(a: dict, b: dict) -> dict:
         if k == "exec_full":
             out[k] = va and vb
             continue
-        j = _per_wave(va, vb, la, lb) if la is not None and lb is not None else None
+        j = _per_wave(va, vb, la, lb) if split else None
         if j is None:
             j = _dedupe(list(va) + list(vb))
         if j is not None:
             out[k] = j
     if "exec_full" not in out:
         out["exec_full"] = a.get("exec_full", True) and b.get("exec_full", True)
-    if la is not None and lb is not None:
+    if la is not None:
         out[LIVE] = la | lb
     return out
 

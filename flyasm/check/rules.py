@@ -157,10 +157,9 @@ def _slot_regs(i: Instruction, name: str) -> frozenset:
 
 def _explicit(i: Instruction, want: str):
     """(slot name, regs) for each explicit register operand whose access contains `want`."""
-    for op, slot in zip(i.operands, i.slots):
-        regs = frozenset(operand_regs(op))
-        if regs and want in slot.get("access", "r"):
-            yield slot["name"], regs
+    for name, acc, regs in i.operand_access:
+        if regs and want in acc:
+            yield name, regs
 
 
 def sel_uses(i):

@@ -179,7 +179,11 @@ class WaitcntAnalysis:
         op_self = f.op
         by_op: dict[Op, dict] = {}
         every: dict[Op, bool] = {}
+        fr, fw, bar = f.reads, f.writes, f.barrier
         for (o, ctr), (lo, _, ev) in state.items():
+            ow = o.writes
+            if ow.isdisjoint(fr) and ow.isdisjoint(fw) and not (bar and o.lds_write):
+                continue                  # this instruction does not touch what o writes
             by_op.setdefault(o, {})[ctr] = lo
             every[o] = every.get(o, True) and ev
         for o, afters in by_op.items():

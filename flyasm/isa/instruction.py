@@ -102,11 +102,16 @@ class Instruction:
 
     # ---- registers -------------------------------------------------------------------------
     @cached_property
+    def operand_access(self) -> tuple[tuple[str, str, frozenset], ...]:
+        """(slot name, access "r"/"w"/"rw", registers) of each operand, worked out once (the
+        checker's searches ask it of every instruction they pass)."""
+        return tuple((slot["name"], slot.get("access", "r"), frozenset(operand_regs(op)))
+                     for op, slot in zip(self.operands, self.slots))
+
+    @cached_property
     def _rw(self) -> tuple[frozenset, frozenset]:
         reads, writes = set(), set()
-        for op, slot in zip(self.operands, self.slots):
-            regs = operand_regs(op)
-            acc = slot.get("access", "r")
+        for _, acc, regs in self.operand_access:
             if "r" in acc:
                 reads.update(regs)
             if "w" in acc:
