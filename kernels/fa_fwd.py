@@ -38,7 +38,7 @@ import math
 import sys
 from pathlib import Path
 
-from flyasm import Kernel, m0, s, v, vcc
+from flyasm import Kernel, a, m0, s, v, vcc
 from flyasm.isa.operands import Special
 from flyasm.plan import RegisterPlan
 
@@ -85,6 +85,11 @@ PLAN_REGIONS = {
     "misc": s[76:85], "aiter": s[86:101],
 }
 PLAN_ALIASES = {"S_ping": ("S", v[32:63]), "S_pong": ("S", v[64:95])}
+# Head dim 192 (Q/K; V and O stay 128): 4 waves of 32 rows (aiter launches 256 threads), so a wave
+# may use the whole unified file: Q's 48 registers move to AGPRs (MFMA srcB and buffer loads may name
+# AGPRs on gfx90a+/gfx950), and v[160:172] holds the 7 K + 5 V per-lane DMA offsets and the DMA
+# scratch. dma_m0 s[64:66]: 1 KiB * wave, and M0 of the K chunk past which some waves dump (x2 buffers).
+PLAN_REGIONS_HD192 = dict(PLAN_REGIONS, Q=a[0:47], dma_voff=v[160:172])
 
 S = v[32:95]
 O = v[96:159]
@@ -108,6 +113,7 @@ LAZY = s[60:61]
 K_TILE_OFF, V_TILE_OFF = s[59], s[62]
 Q0 = s[63]
 DMA_M0 = s[64:75]
+WAVE_1K = DMA_M0[0]                  # head dim 192: 1 KiB * wave (the other M0s are this + a constant)
 MASK_LIMIT = s[76]
 MASK_SG = (vcc, s[78:79], s[80:81])
 HK = s[77]
@@ -162,21 +168,26 @@ def reference(q, k, v, causal=False, scale=None, align="top_left"):
 
 
 def build_name(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, stagger=False,
-               group=False, align=None):
+               group=False, align=None, head_dim=128):
     """The kernel's symbol: aiter-convention kernels are one per aiter key (GQA and heads at run time)."""
     align = align or ("bottom_right" if aiter_args else "top_left")
     if aiter_args:
         mask = ("_causal" if align == "bottom_right" else "_causal_tl") if causal else ""
-        return f"fa_fwd_hd128_{dtype}{mask}" + ("_group" if group else "") + ("_stagger" if stagger else "")
-    return f"fa_fwd_d128_{dtype}_{'causal' if causal else 'full'}_h{num_heads}kv{num_kv_heads}" + \
+        hd = "hd128" if head_dim == 128 else f"hd{head_dim}_hd128"
+        return f"fa_fwd_{hd}_{dtype}{mask}" + ("_group" if group else "") + ("_stagger" if stagger else "")
+    return f"fa_fwd_d{head_dim}_{dtype}_{'causal' if causal else 'full'}_h{num_heads}kv{num_kv_heads}" + \
         ("_br" if causal and align == "bottom_right" else "") + ("_stagger" if stagger else "")
 
 
 class _Builder:
     def __init__(self, dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
-                 stagger=False, group=False, align=None):
+                 stagger=False, group=False, align=None, head_dim=128):
         if dtype not in ("bf16", "f16"):
             raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
+        if head_dim not in L.GEOMETRY:
+            raise ValueError(f"head_dim (of Q and K; V's is 128) is 128 or 192, not {head_dim!r}")
+        if head_dim != 128 and (stagger or q_prescale):
+            raise ValueError("stagger and q_prescale exist for head dim 128 only")
         if num_heads % num_kv_heads:
             raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
         if group and not aiter_args:
@@ -195,11 +206,28 @@ class _Builder:
         self.v_guard = True           # stagger: group B reads V into VGPRs before its 2nd barrier (tests break it)
         self.b_waits = True           # stagger: group B's tighter DMA waits in the loop (tests break it)
         self.b_wait_start = True      # stagger: ... and before its extra barrier (tests break it)
-        name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align)
-        self.plan = RegisterPlan(name, regions=PLAN_REGIONS, aliases=PLAN_ALIASES, strict=True)
-        self.k = Kernel(name, block=512, lds=160 * 1024 if aiter_args else L.LDS_BYTES,
+        self.g = g = L.GEOMETRY[head_dim]
+        self.q_shift = g.block_q.bit_length() - 1                  # row -> Q tile
+        name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align, head_dim)
+        self.plan = RegisterPlan(name, regions=PLAN_REGIONS if head_dim == 128 else PLAN_REGIONS_HD192,
+                                 aliases=PLAN_ALIASES, strict=True)
+        self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024 if aiter_args else g.lds_bytes,
                         arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
-        self.k.lds_scratch(L.LDS_DUMP, L.LDS_BYTES)    # the DMA dump slots (fa_layouts.dma_m0)
+        self.k.lds_scratch(g.lds_dump, g.lds_bytes)    # the DMA dump slots (fa_layouts.dma_m0)
+        if head_dim == 128:
+            self.Q, self.K_DMA, self.V_DMA, self.DMA_TMP = Q, K_DMA, V_DMA, DMA_TMP
+            self.m0_sgpr = {(t, b, i): DMA_M0[(2 * (t == "v") + b) * 3 + i]
+                            for t in "kv" for b in range(2) for i in range(3)}
+        else:
+            dv = self.plan.regions["dma_voff"].reg
+            self.Q = self.plan.regions["Q"].reg
+            self.K_DMA = tuple(dv[i] for i in range(g.k_dma))
+            self.V_DMA = tuple(dv[g.k_dma + i] for i in range(g.v_dma))
+            self.DMA_TMP = dv[g.k_dma + g.v_dma]
+            # M0 in an SGPR only for chunks some wave dumps; the others are WAVE_1K + a constant
+            sg = (DMA_M0[i] for i in range(1, 12))
+            self.m0_sgpr = {(t, b, i): next(sg) for t, n, nd in (("k", g.k_chunks, g.k_dma), ("v", g.v_chunks, g.v_dma))
+                            for i in range(nd) if g.waves * (i + 1) > n for b in range(2)}
         self.args = {n: self.k.arg(n, t) for n, t in (AITER_ARGS if aiter_args else NATURAL_ARGS)}
         self.mfma = self.k.instr
         self.mfma_name = f"v_mfma_f32_32x32x16_{dtype}"
@@ -224,15 +252,21 @@ class _Builder:
         k.s_and_b32(hi, hi, 0xFFFF)              # stride 0: raw buffer, range check in bytes
         k.s_mov_b32(dst[3], RSRC_WORD3)
 
-    def m0_index(self, tensor, buf, i):
-        return DMA_M0[(2 * (tensor == "v") + buf) * 3 + i]
+    def set_m0(self, tensor, buf, i):
+        """M0 of DMA instruction i of this wave (fa_layouts.dma_m0)."""
+        key = (tensor, buf, i)
+        if key in self.m0_sgpr:
+            self.k.s_mov_b32(m0, self.m0_sgpr[key])
+        else:                                    # chunk wave + waves*i exists for every wave
+            base = (self.g.lds_k if tensor == "k" else self.g.lds_v)[buf]
+            self.k.s_add_u32(m0, WAVE_1K, base + L.DMA_CHUNK * self.g.waves * i)
 
     def dma(self, tensor, buf, i, tile_off):
         """One LDS-DMA instruction: chunk i of this wave's share of a K or V tile into buffer buf."""
         k = self.k
-        k.s_mov_b32(m0, self.m0_index(tensor, buf, i))
-        k.v_add_u32(DMA_TMP, tile_off, (K_DMA if tensor == "k" else V_DMA)[i])   # also covers m0 -> DMA
-        k.buffer_load_dwordx4(DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True,
+        self.set_m0(tensor, buf, i)
+        k.v_add_u32(self.DMA_TMP, tile_off, (self.K_DMA if tensor == "k" else self.V_DMA)[i])   # also covers m0 -> DMA
+        k.buffer_load_dwordx4(self.DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True,
                               lds=True).lds_buffer = f"{tensor}{buf}"
 
     # ---- prologue -----------------------------------------------------------------------------
@@ -297,7 +331,7 @@ class _Builder:
     def setup(self):
         """Everything that does not depend on the Q tile: wave/lane ids, buffer resources, DMA M0s
         and offsets, LDS read bases."""
-        k, A = self.k, ARG_SGPR
+        k, A, g = self.k, ARG_SGPR, self.g
         head, batch = self.wg_head, self.wg_batch
         with k.region("setup"):
             k.v_readfirstlane_b32(WAVE, v[0])
@@ -341,30 +375,34 @@ class _Builder:
             k.s_lshl_b32(K_SS64, A["k_ss"], 6)
             k.s_lshl_b32(V_SS64, A["v_ss"], 6)
             # Q tiles of this sequence; causal diagonal: query i sees keys <= i + DIAG
-            k.s_add_u32(NQT, A["seqlen_q"], L.BLOCK_Q - 1)
-            k.s_lshr_b32(NQT, NQT, 8)
+            k.s_add_u32(NQT, A["seqlen_q"], g.block_q - 1)
+            k.s_lshr_b32(NQT, NQT, self.q_shift)
             if self.align == "bottom_right":
                 k.s_sub_u32(DIAG, A["seqlen_k"], A["seqlen_q"])
             else:
                 k.s_mov_b32(DIAG, 0)
-            # M0 of every DMA: buffer base + 1 KiB * chunk (chunk = min(wave + 8i, last))
-            for tensor, bases, nch in (("k", L.LDS_K, L.K_CHUNKS), ("v", L.LDS_V, L.V_CHUNKS)):
-                for i in range(L.DMA_PER_WAVE):
-                    # fa_layouts.dma_m0: chunk wave + 8i, or this wave's dump slot past the last chunk
-                    k.s_add_u32(ST0, WAVE, L.WAVES * i)
-                    k.s_lshl_b32(ST1, ST0, 10)
-                    for buf in range(2):
-                        k.s_add_u32(self.m0_index(tensor, buf, i), ST1, bases[buf])
-                    k.s_cmp_ge_u32(ST0, nch)
-                    k.s_cbranch_scc0(k.L(f".Lm0_{tensor}{i}"))
-                    k.s_lshl_b32(ST1, WAVE, 10)
-                    for buf in range(2):
-                        k.s_add_u32(self.m0_index(tensor, buf, i), ST1, L.LDS_DUMP)
-                    k.label(f".Lm0_{tensor}{i}")
-                    k.s_min_u32(ST0, ST0, nch - 1)                     # global rows: clamped chunk
+            if ("k", 0, 0) not in self.m0_sgpr:
+                k.s_lshl_b32(WAVE_1K, WAVE, 10)
+            # M0 of every DMA: buffer base + 1 KiB * chunk (chunk = min(wave + waves*i, last))
+            for tensor, bases, nch, ndma, cols in (("k", g.lds_k, g.k_chunks, g.k_dma, g.k_cols),
+                                                   ("v", g.lds_v, g.v_chunks, g.v_dma, g.v_cols)):
+                for i in range(ndma):
+                    # fa_layouts.dma_m0: chunk wave + waves*i, or this wave's dump slot past the last chunk
+                    k.s_add_u32(ST0, WAVE, g.waves * i)
+                    if (tensor, 0, i) in self.m0_sgpr:
+                        k.s_lshl_b32(ST1, ST0, 10)
+                        for buf in range(2):
+                            k.s_add_u32(self.m0_sgpr[tensor, buf, i], ST1, bases[buf])
+                        k.s_cmp_ge_u32(ST0, nch)
+                        k.s_cbranch_scc0(k.L(f".Lm0_{tensor}{i}"))
+                        k.s_lshl_b32(ST1, WAVE, 10)
+                        for buf in range(2):
+                            k.s_add_u32(self.m0_sgpr[tensor, buf, i], ST1, g.lds_dump)
+                        k.label(f".Lm0_{tensor}{i}")
+                        k.s_min_u32(ST0, ST0, nch - 1)                 # global rows: clamped chunk
                     # per-lane global offset of the chunk (fa_layouts.dma_voffset)
-                    dst = (K_DMA if tensor == "k" else V_DMA)[i]
-                    slots = L.K_SLOTS if tensor == "k" else L.V_SLOTS
+                    dst = (self.K_DMA if tensor == "k" else self.V_DMA)[i]
+                    slots = g.k_slots if tensor == "k" else g.v_slots
                     magic, shift = L.DIV_MAGIC[slots]
                     k.s_lshl_b32(ST1, ST0, 6)
                     k.v_add_u32(TMP[0], ST1, LANE)                      # slot t = 64*chunk + lane
@@ -372,7 +410,10 @@ class _Builder:
                     k.v_lshrrev_b32(TMP[1], shift, TMP[1])              # row = t // slots
                     k.v_mul_u32_u24(TMP[2], slots, TMP[1])
                     k.v_sub_u32(TMP[2], TMP[0], TMP[2])                 # column slot
-                    k.v_and_b32(TMP[2], 15, TMP[2])                     # padding slots re-read column 0..3
+                    if cols == 16:
+                        k.v_and_b32(TMP[2], 15, TMP[2])                 # padding slots re-read column 0..3
+                    else:
+                        k.v_min_u32(TMP[2], cols - 1, TMP[2])           # ... the last column
                     k.v_lshlrev_b32(TMP[2], 4, TMP[2])
                     k.v_mul_lo_u32(dst, TMP[1], A["k_ss" if tensor == "k" else "v_ss"])
                     k.v_add_u32(dst, dst, TMP[2])
@@ -381,21 +422,21 @@ class _Builder:
             k.v_lshlrev_b32(TMP[3], 4, H4)                              # 16 * (lane // 32)
             k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32)
             k.v_and_b32(TMP[0], 31, LANE)
-            k.v_mul_u32_u24(K_ADDR[0], L.K_STRIDE, TMP[0])
+            k.v_mul_u32_u24(K_ADDR[0], g.k_stride, TMP[0])
             k.v_add_u32(K_ADDR[0], K_ADDR[0], TMP[3])
-            k.v_add_u32(K_ADDR[1], L.LDS_K[1], K_ADDR[0])
+            k.v_add_u32(K_ADDR[1], g.lds_k[1], K_ADDR[0])
             k.v_lshrrev_b32(TMP[1], 5, LANE)                            # g // 2
             k.v_lshlrev_b32(TMP[1], 3, TMP[1])
             k.v_bfe_u32(TMP[2], LANE, 2, 2)                             # r
             k.v_add_u32(TMP[1], TMP[1], TMP[2])
-            k.v_mul_u32_u24(V_ADDR[0], L.V_STRIDE, TMP[1])
+            k.v_mul_u32_u24(V_ADDR[0], g.v_stride, TMP[1])
             k.v_bfe_u32(TMP[2], LANE, 4, 1)                             # g % 2
             k.v_lshlrev_b32(TMP[2], 5, TMP[2])
             k.v_and_b32(TMP[4], 3, LANE)                                # c
             k.v_lshlrev_b32(TMP[4], 3, TMP[4])
             k.v_add3_u32(V_ADDR[0], V_ADDR[0], TMP[2], TMP[4])
-            k.v_add_u32(V_ADDR[1], L.LDS_V[1], V_ADDR[0])
-            k.v_add_u32(V_ADDR[0], L.LDS_V[0], V_ADDR[0])
+            k.v_add_u32(V_ADDR[1], g.lds_v[1], V_ADDR[0])
+            k.v_add_u32(V_ADDR[0], g.lds_v[0], V_ADDR[0])
             k.v_mov_b32(NEG_INF, float("-inf"))
 
     def select_tile(self):
@@ -422,15 +463,15 @@ class _Builder:
         """Per Q tile: first row, key-tile count, mask limits, per-lane Q/O/LSE offsets, softmax state."""
         k, A = self.k, ARG_SGPR
         with k.region("tile_setup"):
-            k.s_lshl_b32(Q0, TILE, 8)
+            k.s_lshl_b32(Q0, TILE, self.q_shift)
             k.s_lshl_b32(ST0, WAVE, 5)
             k.s_add_u32(Q0, Q0, ST0)                                    # q0 of this wave
             # number of 64-key tiles; causal: none fully past the tile's last row's diagonal (>= 1)
             k.s_add_u32(N_TILES, A["seqlen_k"], 63)
             k.s_lshr_b32(N_TILES, N_TILES, 6)
             if self.causal:
-                k.s_lshl_b32(ST0, TILE, 8)
-                k.s_add_u32(ST0, ST0, 256)
+                k.s_lshl_b32(ST0, TILE, self.q_shift)
+                k.s_add_u32(ST0, ST0, self.g.block_q)
                 k.s_min_u32(ST0, ST0, A["seqlen_q"])
                 k.s_add_i32(ST0, ST0, DIAG)
                 k.s_max_i32(ST0, ST0, 1)
@@ -463,20 +504,21 @@ class _Builder:
         with k.region("zero_o", expect={"valu": 64}):
             for i in range(64):
                 k.v_mov_b32(O[i], 0)
-        with k.region("load", expect={"vmem_load": 8, "lds_dma": 9}):
-            for kk in range(8):
+        g, Q = self.g, self.Q
+        with k.region("load", expect={"vmem_load": g.k_steps, "lds_dma": 2 * g.k_dma + g.v_dma}):
+            for kk in range(g.k_steps):                                 # (AGPRs for head dim 192)
                 k.buffer_load_dwordx4(Q[4 * kk:4 * kk + 3], Q_VOFF, RS_Q, 0, offen=True, offset=L.q_imm(kk))
             # K_0 -> K buf0, K_min(1, n-1) -> K buf1, V_0 -> V buf0
             k.s_mov_b32(K_TILE_OFF, 0)
-            for i in range(3):
+            for i in range(g.k_dma):
                 self.dma("k", 0, i, K_TILE_OFF)
             k.s_min_u32(ST0, N_TILES, 2)
             k.s_sub_u32(ST0, ST0, 1)
             k.s_mul_i32(K_TILE_OFF, ST0, K_SS64)
-            for i in range(3):
+            for i in range(g.k_dma):
                 self.dma("k", 1, i, K_TILE_OFF)
             k.s_mov_b32(K_TILE_OFF, 0)
-            for i in range(3):
+            for i in range(g.v_dma):
                 self.dma("v", 0, i, K_TILE_OFF)
         if self.q_prescale:
             self.scale_q()
@@ -485,8 +527,9 @@ class _Builder:
     def scale_q(self):
         """In-flight Q scaling: Q <- round(Q * scale*log2e), so S comes out in exp2 units."""
         k = self.k
+        Q = self.Q
         with k.region("scale_q", expect={"valu": 160}):
-            k.s_waitcnt(vmcnt=9)                                        # Q landed
+            k.s_waitcnt(vmcnt=2 * self.g.k_dma + self.g.v_dma)          # Q landed
             lo, hi = TMP[0], TMP[1]
             for i in range(32):
                 if self.dtype == "bf16":
@@ -501,38 +544,44 @@ class _Builder:
 
     def _first_qk(self):
         k = self.k
-        k.s_waitcnt(vmcnt=6)                                            # K_0 landed (this wave's part)
+        g = self.g
+        k.s_waitcnt(vmcnt=g.k_dma + g.v_dma)                            # K_0 landed (this wave's part)
         k.s_barrier()                                                   # ... and every wave's
-        with k.region("qk_first", expect={"mfma": 16, "ds_read": 16}):
+        with k.region("qk_first", expect={"mfma": 2 * g.k_steps, "ds_read": 2 * g.k_steps}):
             self.qk_cluster(S[0:31], 0, softmax=None, dma=None)
 
     # ---- clusters -----------------------------------------------------------------------------
     def qk_cluster(self, s_out, kbuf, softmax, dma):
-        """16 MFMAs Sᵀ = K·Qᵀ from K buffer kbuf; the K fragments are read 8 ahead; `softmax` and
-        `dma` are generators of independent instructions placed in the MFMA shadows."""
-        k = self.k
+        """2 x k_steps MFMAs Sᵀ = K·Qᵀ from K buffer kbuf (16 for head dim 128, 24 for 192); the K
+        fragments are read 8 ahead into the 16 KV slots (slot f % 16: fragment f + 16 overwrites f
+        after MFMA f has issued); `softmax` and `dma` are generators of independent instructions
+        placed in the MFMA shadows."""
+        k, ks, Q = self.k, self.g.k_steps, self.Q
         if self.setprio:
             k.s_setprio(1)
-        reads = [(kb, kk) for kb in range(2) for kk in range(8)]
+        reads = [(kb, kk) for kb in range(2) for kk in range(ks)]
+        n = len(reads)
 
         def read(f):
             kb, kk = reads[f]
-            k.ds_read_b128(KV[4 * f:4 * f + 3], K_ADDR[kbuf], offset=L.k_read_imm(kb, kk)).lds_buffer = f"k{kbuf}"
+            slot = KV[4 * (f % 16):4 * (f % 16) + 3]
+            k.ds_read_b128(slot, K_ADDR[kbuf], offset=L.k_read_imm(kb, kk, self.g.k_stride)).lds_buffer = f"k{kbuf}"
         for f in range(8):
             read(f)
-        for f in range(16):
-            issued = 8 + min(f, 8)
+        for f in range(n):
+            issued = min(8 + f, n)
             k.s_waitcnt(lgkmcnt=issued - f - 1)
             kb, kk = reads[f]
             acc = s_out[16 * kb:16 * kb + 15]
-            self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], Q[4 * kk:4 * kk + 3], 0 if kk == 0 else acc)
-            if f + 8 < 16:
+            slot = KV[4 * (f % 16):4 * (f % 16) + 3]
+            self.mfma(self.mfma_name, acc, slot, Q[4 * kk:4 * kk + 3], 0 if kk == 0 else acc)
+            if f + 8 < n:
                 read(f + 8)
             if dma is not None and f % 2 == 1:
                 for _ in range(3):
                     next(dma, None)
             if softmax is not None:
-                for _ in range(9):
+                for _ in range(144 // n):                   # ~150 softmax instructions over the MFMAs
                     next(softmax, None)
         for gen in (dma, softmax):
             if gen is not None:
@@ -627,11 +676,11 @@ class _Builder:
     def dma_gen(self, kbuf, vbuf):
         """K_{j+2} -> K buffer kbuf and V_{j+1} -> V buffer vbuf (tile offsets in SGPRs)."""
         for tensor, buf, off in (("k", kbuf, K_TILE_OFF), ("v", vbuf, V_TILE_OFF)):
-            for i in range(3):
+            for i in range(self.g.k_dma if tensor == "k" else self.g.v_dma):
                 k = self.k
-                k.s_mov_b32(m0, self.m0_index(tensor, buf, i)); yield
-                k.v_add_u32(DMA_TMP, off, (K_DMA if tensor == "k" else V_DMA)[i]); yield
-                k.buffer_load_dwordx4(DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True,
+                self.set_m0(tensor, buf, i); yield
+                k.v_add_u32(self.DMA_TMP, off, (self.K_DMA if tensor == "k" else self.V_DMA)[i]); yield
+                k.buffer_load_dwordx4(self.DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True,
                                       lds=True).lds_buffer = f"{tensor}{buf}"; yield
 
     def mask(self, X, p, sfx=""):
@@ -689,11 +738,12 @@ class _Builder:
             k.s_mul_i32(V_TILE_OFF, ST0, V_SS64)
             # K_{j+1} landed (V_j may still fly); group B: V_j too -- group A reads it after this
             # barrier, and so does B's own V prefetch before the next one
-            k.s_waitcnt(vmcnt=0 if tight or guard else 3)
+            nk, nv = self.g.k_dma, self.g.v_dma
+            k.s_waitcnt(vmcnt=0 if tight or guard else nv)
             k.s_barrier()                     # every wave: K_{j+1} in LDS, done with step j-1's buffers
-            exp_n = 33
-            with k.region("qk_softmax", expect={"mfma": 16, "ds_read": 16, "lds_dma": 6, "exp": exp_n,
-                                                 "valu": (150, 175)}):
+            exp_n, nqk = 33, 2 * self.g.k_steps
+            with k.region("qk_softmax", expect={"mfma": nqk, "ds_read": nqk, "lds_dma": nk + nv, "exp": exp_n,
+                                                 "valu": (144 + nk + nv, 169 + nk + nv)}):
                 self.qk_cluster(nxt, 1 - p, softmax=self.softmax(cur), dma=self.dma_gen(p, 1 - p))
             if guard:                         # V_j -> KV now: after the barrier group A overwrites V buffer p
                 with k.region("v_prefetch", expect={"ds_read": 32}):
@@ -709,7 +759,7 @@ class _Builder:
             if guard:
                 k.s_waitcnt(lgkmcnt=0)        # the reads are done before anyone may overwrite V buffer p
             # V_j landed (K_{j+2}, V_{j+1} may still fly); group B: K_{j+2} too -- A reads it after this barrier
-            k.s_waitcnt(vmcnt=3 if tight else 6)
+            k.s_waitcnt(vmcnt=nv if tight else nk + nv)
             k.s_barrier()
             with k.region("pv", expect={"mfma": 16, "ds_read": 0 if guard else 32}):
                 self.pv_cluster(cur, p, prefetched=guard)
@@ -805,8 +855,12 @@ class _Builder:
 
 
 def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, *, lazy_rescale=True,
-          setprio=True, q_prescale=False, stagger=False, group=False, align=None) -> Kernel:
+          setprio=True, q_prescale=False, stagger=False, group=False, align=None, head_dim=128) -> Kernel:
     """The attention forward kernel (see the module docstring for the pipeline and limits).
+
+    head_dim: of Q and K, 128 or 192 (aiter's hd192/hd128 keys); V and O have head dim 128.  Head
+    dim 192 runs 4 waves (256 threads, a 128-row Q tile: aiter's launch and ts_qo for that key),
+    24 Q·Kᵀ MFMAs per 64 keys, Q in AGPRs; the rest of the pipeline is the same.
 
     aiter_args=True: aiter's calling convention (client/aiter_src/fmha_fwd_v3_args.h, the 656-byte
     struct, and mha_fwd_v3_host.inc's grid): every field that changes the result is read at run
@@ -852,7 +906,7 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
         before its extra barrier (K_1).  A's waits are the default ones (B reads A's tiles later).
     Group A runs the default loop body; the default kernel's instruction stream is unchanged."""
     return _Builder(dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
-                    stagger, group, align).build()
+                    stagger, group, align, head_dim).build()
 
 
 def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):
@@ -865,39 +919,40 @@ def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):
             "k_ss": k.stride(2) * b16, "k_hs": k.stride(1) * b16, "k_bs": k.stride(0) * b16,
             "v_ss": v.stride(2) * b16, "v_hs": v.stride(1) * b16, "v_bs": v.stride(0) * b16,
             "o_ss": out.stride(2) * b16, "o_hs": out.stride(1) * b16, "o_bs": out.stride(0) * b16,
-            "has_lse": 1, "opt": 0, "qk_head_dim": 128, "v_head_dim": 128, "q_head_num": q.shape[1]}
+            "has_lse": 1, "opt": 0, "qk_head_dim": q.shape[3], "v_head_dim": v.shape[3], "q_head_num": q.shape[1]}
     return [vals[a.name] for a in kern.args]
 
 
 def run(q, k, v, causal=False, scale=None, backend="emu", kernel=None, aiter_args=False, q_prescale=False,
         stagger=False, seed=None, align=None):
-    """Launch on q [B, Hq, Sq, 128], k/v [B, Hkv, Sk, 128] (bf16 or f16, contiguous).
-    Returns (out [B, Hq, Sq, 128] in q's dtype, lse [B, Hq, Sq] float32).
+    """Launch on q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, 128] (bf16 or f16, contiguous;
+    D = 128 or 192).  Returns (out [B, Hq, Sq, 128] in q's dtype, lse [B, Hq, Sq] float32).
     aiter_args: aiter's struct and grid (causal then defaults to bottom-right, see build()).
     seed (emulator only): random wave interleaving."""
     import torch
     from flyasm.run import launch
     dtype = {torch.bfloat16: "bf16", torch.float16: "f16"}[q.dtype]
     B, Hq, Sq, D = q.shape
-    if D != 128:
-        raise ValueError("head dim must be 128")
+    if D not in L.GEOMETRY or k.shape[3] != D or v.shape[3] != 128:
+        raise ValueError(f"head dims must be q/k 128 or 192 and v 128, not {D}, {k.shape[3]}, {v.shape[3]}")
+    g = L.GEOMETRY[D]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     q, k, v = (t.contiguous() for t in (q, k, v))
     kern = kernel or build(dtype, causal, Hq, k.shape[1], aiter_args, q_prescale=q_prescale, stagger=stagger,
-                           align=align)
-    out = torch.full_like(q, float("nan"))                      # poisoned
+                           align=align, head_dim=D)
+    out = torch.full((B, Hq, Sq, v.shape[3]), float("nan"), dtype=q.dtype)   # poisoned
     lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
     res = kern.build()                                           # static checks: zero findings or an error
     if aiter_args:
         from flyasm.dispatch import aiter_fwd_values, aiter_grid
         t = lambda x: x.transpose(1, 2)                          # noqa: E731  aiter's [B, S, H, D] views
-        vals = aiter_fwd_values(t(q), t(k), t(v), t(out), lse, scale, causal=causal)
+        vals = aiter_fwd_values(t(q), t(k), t(v), t(out), lse, scale, ts_qo=g.block_q, causal=causal)
         vals.update(o=out, q=q, k=k, v=v)
-        grid = aiter_grid(Sq, Hq, B, L.BLOCK_Q, causal=bool(causal))
+        grid = aiter_grid(Sq, Hq, B, g.block_q, causal=bool(causal))
         args = [vals[a.name] for a in kern.args]
     else:
-        grid = (-(-Sq // 256), Hq, B)                            # workgroups (HIP gridDim)
+        grid = (-(-Sq // g.block_q), Hq, B)                      # workgroups (HIP gridDim)
         args = kernel_args(kern, q, k, v, out, lse, scale, causal)
-    launch(res, grid, (512, 1, 1), *args, backend=backend, kernel=kern.name,
+    launch(res, grid, (64 * g.waves, 1, 1), *args, backend=backend, kernel=kern.name,
            **({} if seed is None else {"seed": seed}))
     return out, lse

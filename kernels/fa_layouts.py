@@ -22,68 +22,150 @@ is the Sᵀ output after swapping the middle 4-key groups between lane halves.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 # ---- tile geometry ----------------------------------------------------------------------------
-HEAD_DIM = 128
-WAVES = 8
-BLOCK_Q = 256                 # rows of Q per workgroup
-ROWS_PER_WAVE = 32            # one 32x32 MFMA column block: one query per lane (x2 lane halves)
-BLOCK_K = 64                  # keys per K/V step
-ROW_BYTES = HEAD_DIM * 2      # one bf16/f16 row of K or V
-
-# ---- LDS layout -------------------------------------------------------------------------------
 # LDS on gfx950: 64 banks x 4 bytes (notes §1.3).  Padding per tensor, in bytes per row:
-#  K: ds_read_b128, the 16 lanes served together read rows r..r+15 at the same column.  Row
-#     stride 272 B = 68 dwords puts row r at bank 4r mod 64: 16 disjoint 4-bank groups.
+#  K: ds_read_b128, the 16 lanes served together read rows r..r+15 at the same column.  A row
+#     stride of 4*odd dwords (272 B = 68 dw for d 128, 400 B = 100 dw for d 192: one 16-byte slot
+#     of padding) puts rows r..r+15 at 16 disjoint 4-bank groups.
 #  V: ds_read_b64_tr_b16, lanes 0..31 read 4 rows x 64 contiguous bytes (32 d values).  Row
 #     stride 320 B = 80 dwords puts the 4 rows at banks 0, 16, 32, 48: four disjoint 16-bank runs.
-K_STRIDE = 272
-V_STRIDE = 320
-K_TILE = BLOCK_K * K_STRIDE   # 17408 B = 17 DMA chunks
-V_TILE = BLOCK_K * V_STRIDE   # 20480 B = 20 DMA chunks
+BLOCK_K = 64                  # keys per K/V step
+ROWS_PER_WAVE = 32            # one 32x32 MFMA column block: one query per lane (x2 lane halves)
 DMA_CHUNK = 64 * 16           # one buffer_load_dwordx4 ... lds writes 1 KiB contiguous LDS
-K_CHUNKS = K_TILE // DMA_CHUNK
-V_CHUNKS = V_TILE // DMA_CHUNK
-DMA_PER_WAVE = 3              # ceil(20 / 8); a wave past the last chunk writes its dump slot
-LDS_K = (0, K_TILE)                               # K double buffer
-LDS_V = (2 * K_TILE, 2 * K_TILE + V_TILE)         # V double buffer
-LDS_DUMP = 2 * K_TILE + 2 * V_TILE                # 1 KiB per wave for DMA instructions with no chunk
-LDS_BYTES = LDS_DUMP + WAVES * DMA_CHUNK          # 83968 B
-assert K_TILE % DMA_CHUNK == 0 and V_TILE % DMA_CHUNK == 0
-
 # Division by the row stride in 16-byte slots, as the kernel does it (v_mul_u32_u24 + shift);
 # exact for every slot index of a tile (tested exhaustively).
-K_SLOTS, V_SLOTS = K_STRIDE // 16, V_STRIDE // 16          # 17, 20
-DIV_MAGIC = {K_SLOTS: (3856, 16), V_SLOTS: (3277, 16)}
+DIV_MAGIC = {17: (3856, 16), 20: (3277, 16), 25: (2622, 16)}
 
 
-def dma_chunk(wave: int, i: int, nchunks: int) -> int:
+@dataclass(frozen=True)
+class Geometry:
+    """One head-dim variant: Q/K head dim d_qk, V/O head dim 128, `waves` waves of 32 query rows.
+    d 128: 8 waves (aiter launches 512 threads); d 192: 4 waves (aiter's 256-thread launch)."""
+    d_qk: int = 128
+    waves: int = 8
+    d_v: int = 128
+
+    @property
+    def block_q(self) -> int:            # rows of Q per workgroup (aiter's ts_qo)
+        return ROWS_PER_WAVE * self.waves
+
+    @property
+    def k_stride(self) -> int:
+        return 2 * self.d_qk + 16
+
+    @property
+    def v_stride(self) -> int:
+        return 320
+
+    @property
+    def k_cols(self) -> int:             # 16-byte columns of a K row (real data)
+        return 2 * self.d_qk // 16
+
+    @property
+    def v_cols(self) -> int:
+        return 2 * self.d_v // 16
+
+    @property
+    def k_slots(self) -> int:            # 16-byte slots of a padded K row in LDS
+        return self.k_stride // 16
+
+    @property
+    def v_slots(self) -> int:
+        return self.v_stride // 16
+
+    @property
+    def k_chunks(self) -> int:
+        return BLOCK_K * self.k_stride // DMA_CHUNK
+
+    @property
+    def v_chunks(self) -> int:
+        return BLOCK_K * self.v_stride // DMA_CHUNK
+
+    @property
+    def k_dma(self) -> int:              # DMA instructions per wave per K tile (uniform vmcnt)
+        return -(-self.k_chunks // self.waves)
+
+    @property
+    def v_dma(self) -> int:
+        return -(-self.v_chunks // self.waves)
+
+    @property
+    def k_steps(self) -> int:            # 16-wide MFMA k-steps over d_qk
+        return self.d_qk // 16
+
+    @property
+    def lds_k(self) -> tuple:            # K double buffer
+        return (0, BLOCK_K * self.k_stride)
+
+    @property
+    def lds_v(self) -> tuple:            # V double buffer
+        t = 2 * BLOCK_K * self.k_stride
+        return (t, t + BLOCK_K * self.v_stride)
+
+    @property
+    def lds_dump(self) -> int:           # 1 KiB per wave for DMA instructions with no chunk
+        return 2 * BLOCK_K * (self.k_stride + self.v_stride)
+
+    @property
+    def lds_bytes(self) -> int:
+        return self.lds_dump + self.waves * DMA_CHUNK
+
+
+HD128 = Geometry(128, 8)
+HD192 = Geometry(192, 4)
+GEOMETRY = {128: HD128, 192: HD192}
+for _g in GEOMETRY.values():
+    assert (_g.k_stride // 4) % 8 == 4 and BLOCK_K * _g.k_stride % DMA_CHUNK == 0
+    assert _g.k_slots in DIV_MAGIC and _g.v_slots in DIV_MAGIC
+
+# The d-128 geometry under its historical names.
+HEAD_DIM = HD128.d_qk
+WAVES = HD128.waves
+BLOCK_Q = HD128.block_q
+ROW_BYTES = HEAD_DIM * 2      # one bf16/f16 row of K or V
+K_STRIDE, V_STRIDE = HD128.k_stride, HD128.v_stride
+K_TILE = BLOCK_K * K_STRIDE   # 17408 B = 17 DMA chunks
+V_TILE = BLOCK_K * V_STRIDE   # 20480 B = 20 DMA chunks
+K_CHUNKS, V_CHUNKS = HD128.k_chunks, HD128.v_chunks
+DMA_PER_WAVE = 3              # ceil(20 / 8); a wave past the last chunk writes its dump slot
+assert DMA_PER_WAVE == HD128.k_dma == HD128.v_dma
+LDS_K, LDS_V = HD128.lds_k, HD128.lds_v
+LDS_DUMP = HD128.lds_dump
+LDS_BYTES = HD128.lds_bytes   # 83968 B
+K_SLOTS, V_SLOTS = HD128.k_slots, HD128.v_slots          # 17, 20
+
+
+def dma_chunk(wave: int, i: int, nchunks: int, waves: int = WAVES) -> int:
     """Chunk of the tile that DMA instruction i of a wave loads from global memory (clamped)."""
-    return min(wave + WAVES * i, nchunks - 1)
+    return min(wave + waves * i, nchunks - 1)
 
 
-def dma_m0(wave: int, i: int, nchunks: int, buf_base: int) -> int:
-    """LDS destination (M0) of DMA instruction i of a wave.  Every wave issues DMA_PER_WAVE
+def dma_m0(wave: int, i: int, nchunks: int, buf_base: int, g: Geometry = HD128) -> int:
+    """LDS destination (M0) of DMA instruction i of a wave.  Every wave issues k_dma / v_dma
     instructions so vmcnt stays uniform; a wave past the last chunk writes its own 1 KiB dump
     slot instead (two waves writing the same LDS bytes without a barrier would be a race)."""
-    c = wave + WAVES * i
-    return buf_base + DMA_CHUNK * c if c < nchunks else LDS_DUMP + DMA_CHUNK * wave
+    c = wave + g.waves * i
+    return buf_base + DMA_CHUNK * c if c < nchunks else g.lds_dump + DMA_CHUNK * wave
 
 
-def dma_slot(lane, chunk: int, slots_per_row: int):
+def dma_slot(lane, chunk: int, slots_per_row: int, cols: int = 16):
     """(row, 16-byte column) of global K/V that lane writes in a chunk; padding slots re-read a real
-    column of the same row (never read back from LDS)."""
+    column of the same row (never read back from LDS): column & 15 when a row has 16 columns,
+    else the last column."""
     t = 64 * chunk + np.asarray(lane)
     magic, shift = DIV_MAGIC[slots_per_row]
     row = (t * magic) >> shift
     cs = t - row * slots_per_row
-    return row, cs & 15
+    return row, (cs & 15) if cols == 16 else np.minimum(cs, cols - 1)
 
 
-def dma_voffset(lane, chunk: int, slots_per_row: int, row_stride_bytes: int):
+def dma_voffset(lane, chunk: int, slots_per_row: int, row_stride_bytes: int, cols: int = 16):
     """Per-lane global byte offset (relative to the tile's first row) of a K/V DMA instruction."""
-    row, col16 = dma_slot(lane, chunk, slots_per_row)
+    row, col16 = dma_slot(lane, chunk, slots_per_row, cols)
     return row * row_stride_bytes + 16 * col16
 
 
@@ -99,15 +181,15 @@ def q_imm(kk: int) -> int:
     return 32 * kk
 
 
-def k_read_addr(lane):
+def k_read_addr(lane, k_stride: int = K_STRIDE):
     """K as the A operand: A[i=key][k=d] lane = key + 32*(d//8): ds_read_b128 of row key%32 at
     d = 16kk + 8*(lane//32); + k_read_imm(kb, kk) + buffer base."""
     lane = np.asarray(lane)
-    return (lane % 32) * K_STRIDE + 16 * (lane // 32)
+    return (lane % 32) * k_stride + 16 * (lane // 32)
 
 
-def k_read_imm(kb: int, kk: int) -> int:
-    return 32 * kb * K_STRIDE + 32 * kk
+def k_read_imm(kb: int, kk: int, k_stride: int = K_STRIDE) -> int:
+    return 32 * kb * k_stride + 32 * kk
 
 
 def v_read_addr(lane):

@@ -118,3 +118,34 @@ def test_lazy_rescale_taken_and_skipped():
     grows = (tile_max[:, 1:] - torch.cummax(tile_max, 1).values[:, :-1]) > 8
     assert grows.any() and (~grows).any()      # both paths of the lazy rescale are exercised
     _check(q, k, v, False)
+
+
+# ---- head dim 192 (Q/K) with V/O head dim 128: aiter's hd192/hd128 keys ---------------------------
+@pytest.mark.parametrize("causal,group", [(False, False), (True, True)])
+def test_hd192_variants_build(tmp_path, causal, group):
+    k = fa_fwd.build(aiter_args=True, causal=causal, group=group, head_dim=192)
+    assert k.build(tmp_path).co_path.exists()
+    from flyasm.check import check_kernel
+    assert check_kernel(k) == []
+    d = k.descriptor()
+    # 4 waves (aiter launches hd192 with 256 threads): Q's 48 registers live in AGPRs
+    assert k.block[0] == 256 and d["arch_vgprs"] == 256 and d["agprs"] == 48
+    assert d["group_segment_fixed_size"] >= fa_fwd.L.HD192.lds_bytes and k.kernarg_size == 656
+    with pytest.raises(ValueError, match="head dim 128 only"):
+        fa_fwd.build(head_dim=192, stagger=True)
+    with pytest.raises(ValueError, match="128 or 192"):
+        fa_fwd.build(head_dim=256)
+
+
+def test_hd192_gqa_ragged_aiter_args():
+    # d 192 Q/K, d 128 V; GQA 2; 150 queries = one full 128-row tile + 22 rows; 100 keys (not x64).
+    # Same arithmetic as the d-128 tolerances (module docstring): S sums 192 products in fp32 (exact
+    # bf16 products, fp32 sums: ~1e-6 relative), so O stays within 1e-2 and LSE within 1e-4.
+    g = torch.Generator().manual_seed(21)
+    mk = lambda *s: torch.randn(*s, generator=g).bfloat16()  # noqa: E731
+    q, k, v = mk(1, 2, 150, 192), mk(1, 1, 100, 192), mk(1, 1, 100, 128)
+    out, lse = fa_fwd.run(q, k, v, aiter_args=True, scale=0.8 / math.sqrt(192))
+    ref, ref_lse = fa_fwd.reference(q, k, v, scale=0.8 / math.sqrt(192))
+    assert out.shape == (1, 2, 150, 128) and not torch.isnan(out).any()
+    torch.testing.assert_close(out.float(), ref, atol=TOL[q.dtype], rtol=TOL[q.dtype])
+    torch.testing.assert_close(lse, ref_lse, atol=1e-4, rtol=0)

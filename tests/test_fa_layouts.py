@@ -46,27 +46,52 @@ def test_mfma_model_is_a_matmul(dtype):
     np.testing.assert_allclose(got, c + a.astype(np.float64) @ b, rtol=1e-6, atol=1e-6)
 
 
-def test_dma_division_magic_is_exact_for_every_slot():
-    for slots, nchunks in ((L.K_SLOTS, L.K_CHUNKS), (L.V_SLOTS, L.V_CHUNKS)):
+GEOMS = list(L.GEOMETRY.values())
+GEOM_IDS = [f"d{g.d_qk}" for g in GEOMS]
+
+
+def _tiles(g):
+    """(slots per row, chunks, DMA instructions per wave, real columns) of the K and V tiles."""
+    return ((g.k_slots, g.k_chunks, g.k_dma, g.k_cols), (g.v_slots, g.v_chunks, g.v_dma, g.v_cols))
+
+
+@pytest.mark.parametrize("g", GEOMS, ids=GEOM_IDS)
+def test_dma_division_magic_is_exact_for_every_slot(g):
+    for slots, nchunks, _, _ in _tiles(g):
         t = np.arange(64 * nchunks)
         magic, shift = L.DIV_MAGIC[slots]
         assert np.array_equal((t * magic) >> shift, t // slots)
         assert (t * magic).max() < 1 << 24          # fits v_mul_u32_u24
 
 
-def test_dma_covers_every_row_and_column_of_a_tile():
-    for slots, nchunks in ((L.K_SLOTS, L.K_CHUNKS), (L.V_SLOTS, L.V_CHUNKS)):
-        chunks = {L.dma_chunk(w, i, nchunks) for w in range(L.WAVES) for i in range(L.DMA_PER_WAVE)}
+@pytest.mark.parametrize("g", GEOMS, ids=GEOM_IDS)
+def test_dma_covers_every_row_and_column_of_a_tile(g):
+    for slots, nchunks, ndma, cols in _tiles(g):
+        chunks = {L.dma_chunk(w, i, nchunks, g.waves) for w in range(g.waves) for i in range(ndma)}
         assert chunks == set(range(nchunks))
+        # each wave's instructions past the last chunk go to its own dump slot, the rest to the tile
+        m0s = [L.dma_m0(w, i, nchunks, 0, g) for w in range(g.waves) for i in range(ndma)]
+        assert len(set(m0s)) == len(m0s) and all(m < nchunks * 1024 or m >= g.lds_dump for m in m0s)
         cells = set()
         for c in range(nchunks):
             t = 64 * c + LANES
-            row, col = L.dma_slot(LANES, c, slots)
+            row, col = L.dma_slot(LANES, c, slots, cols)
             for tt, r_, c_ in zip(t, row, col):
-                if tt % slots < 16:                    # not a padding slot
+                assert 0 <= c_ < cols and r_ == tt // slots   # padding slots re-read a real column
+                if tt % slots < cols:                  # not a padding slot
                     assert c_ == tt % slots
                     cells.add((int(r_), int(c_)))
-        assert cells == {(r, c) for r in range(64) for c in range(16)}
+        assert cells == {(r, c) for r in range(64) for c in range(cols)}
+
+
+def test_geometries_fit_lds_and_aiter_launch():
+    # aiter launches 512 threads (ts_qo 256) for d 128 and 256 threads (ts_qo 128) for d 192/128
+    # (client/aiter_src/csrc/mha_fwd.cu: bdx; gfx950 fmha_fwd.csv: ts_qo); gfx950 LDS: 160 KiB.
+    assert (L.HD128.waves * 64, L.HD128.block_q) == (512, 256)
+    assert (L.HD192.waves * 64, L.HD192.block_q) == (256, 128)
+    for g in GEOMS:
+        assert g.lds_bytes <= 160 * 1024
+        assert g.lds_k[1] + 64 * g.k_stride == g.lds_v[0] and g.lds_v[1] + 64 * g.v_stride == g.lds_dump
 
 
 def _bank_conflicts(byte_addrs, width):
@@ -79,10 +104,11 @@ def _bank_conflicts(byte_addrs, width):
     return max(len(s) for s in banks.values())
 
 
-def test_lds_padding_makes_the_fragment_reads_conflict_free():
+@pytest.mark.parametrize("g", GEOMS, ids=GEOM_IDS)
+def test_lds_padding_makes_the_fragment_reads_conflict_free(g):
     # ds_read_b128: 16 lanes per 256-byte bank sweep; ds_read_b64(_tr): 32 lanes.
-    for kk in range(8):
-        addrs = L.k_read_addr(LANES) + L.k_read_imm(0, kk)
+    for kk in range(g.k_steps):
+        addrs = L.k_read_addr(LANES, g.k_stride) + L.k_read_imm(0, kk, g.k_stride)
         for grp in range(4):
             assert _bank_conflicts(addrs[16 * grp:16 * grp + 16], 16) == 1
     for kk in range(4):
@@ -92,23 +118,26 @@ def test_lds_padding_makes_the_fragment_reads_conflict_free():
                 assert _bank_conflicts(addrs[32 * grp:32 * grp + 32], 8) == 1
 
 
+@pytest.mark.parametrize("g", GEOMS, ids=GEOM_IDS)
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
-def test_k_and_q_fragments_give_s_transposed(dtype):
+def test_k_and_q_fragments_give_s_transposed(dtype, g):
     rng = np.random.default_rng(2)
-    k = rnd(rng, (64, 128), dtype)
-    q = rnd(rng, (32, 128), dtype)
-    lds = np.zeros(L.LDS_BYTES, np.uint8)
+    d, row = g.d_qk, 2 * g.d_qk
+    k = rnd(rng, (64, d), dtype)
+    q = rnd(rng, (32, d), dtype)
+    lds = np.zeros(g.lds_bytes, np.uint8)
     kg = L.f32_to_b16(k, dtype).view(np.uint8).reshape(-1)
-    for w in range(8):
-        for i in range(3):
-            c = L.dma_chunk(w, i, L.K_CHUNKS)
-            L.dma_x4(lds, L.LDS_K[1] + 1024 * c, kg, L.dma_voffset(LANES, c, L.K_SLOTS, 256), kg.size)
+    for w in range(g.waves):
+        for i in range(g.k_dma):
+            c = L.dma_chunk(w, i, g.k_chunks, g.waves)
+            L.dma_x4(lds, L.dma_m0(w, i, g.k_chunks, g.lds_k[1], g), kg,
+                     L.dma_voffset(LANES, c, g.k_slots, row, g.k_cols), kg.size)
     qg = L.f32_to_b16(q, dtype).view(np.uint8).reshape(-1)
     for kb in range(2):
         acc = np.zeros((64, 16), np.float32)
-        for kk in range(8):
-            a = L.ds_read_b128(lds, L.LDS_K[1] + L.k_read_addr(LANES) + L.k_read_imm(kb, kk))
-            voff = L.q_voffset(LANES, 0, 256) + L.q_imm(kk)
+        for kk in range(g.k_steps):
+            a = L.ds_read_b128(lds, g.lds_k[1] + L.k_read_addr(LANES, g.k_stride) + L.k_read_imm(kb, kk, g.k_stride))
+            voff = L.q_voffset(LANES, 0, row) + L.q_imm(kk)
             b = np.stack([qg[o:o + 16].view(np.uint32) for o in voff])
             acc = L.mfma_32x32x16(a, b, acc, dtype)
         ref = k[32 * kb:32 * kb + 32].astype(np.float64) @ q.T.astype(np.float64)
