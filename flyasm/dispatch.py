@@ -455,12 +455,13 @@ CAUSAL_KINDS = (False, True, "top_left", "bottom_right")
 
 def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str = "emu",
               kernels=None, return_lse: bool = False):
-    """Attention forward on torch tensors q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D] (bf16 or f16, as
-    torch's scaled_dot_product_attention) through the aiter-convention set (kernels/fa_fwd_set.py:
+    """Attention forward on torch tensors q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv] (bf16
+    or f16, as torch's scaled_dot_product_attention; the set has D = Dv = 128 and bf16 D = 192 with
+    Dv = 128) through the aiter-convention set (kernels/fa_fwd_set.py:
     `kernels` is a manifest/dir/Dispatcher, default see _attention_set_dir), launched on `backend`.
     causal: False; True or "top_left" (torch's is_causal: query i sees keys 0..i); "bottom_right"
     (CK/aiter mask 2: keys 0..i + Sk - Sq). The two coincide when Sq == Sk, and top-left with
-    Sq != Sk needs a mask-1 kernel in the set. Returns out [B, Hq, Sq, D] (and lse [B, Hq, Sq] float32)."""
+    Sq != Sk needs a mask-1 kernel in the set. Returns out [B, Hq, Sq, Dv] (and lse [B, Hq, Sq] float32)."""
     import math
 
     import torch
@@ -474,8 +475,10 @@ def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str
     if q.dtype not in dtypes or k.dtype != q.dtype or v.dtype != q.dtype:
         raise DispatchError(f"attention() takes bf16 or f16 q, k, v of one dtype, not {q.dtype}, {k.dtype}, {v.dtype}")
     B, Hq, Sq, D = q.shape
-    if k.shape != v.shape or k.shape[0] != B or k.shape[3] != D:
-        raise DispatchError(f"k and v must be [B={B}, Hkv, Sk, D={D}] alike; got {tuple(k.shape)} and {tuple(v.shape)}")
+    Dv = v.shape[3]
+    if k.shape[:3] != v.shape[:3] or k.shape[0] != B or k.shape[3] != D:
+        raise DispatchError(f"k must be [B={B}, Hkv, Sk, D={D}] and v [B={B}, Hkv, Sk, Dv]; got {tuple(k.shape)} "
+                            f"and {tuple(v.shape)}")
     Hkv, Sk = k.shape[1], k.shape[2]
     if Hq % Hkv:
         raise DispatchError(f"query heads ({Hq}) must be a multiple of key/value heads ({Hkv})")
@@ -490,7 +493,7 @@ def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str
         mask = MASK_BOTTOM_RIGHT
     else:
         mask = MASK_TOP_LEFT
-    query = dict(dtype=dtypes[q.dtype], hdim_q=D, hdim_v=D, mask=mask, mode=0)
+    query = dict(dtype=dtypes[q.dtype], hdim_q=D, hdim_v=Dv, mask=mask, mode=0)
     try:
         e = d.select(**query)
     except DispatchError as err:
@@ -502,7 +505,7 @@ def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str
     ts_qo = int(e.row.get("ts_qo") or 256)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     q, k, v = (t.contiguous() for t in (q, k, v))            # the launcher copies whole buffers
-    out = torch.full_like(q, float("nan"))                   # poisoned: the kernel must write every element
+    out = torch.full((B, Hq, Sq, Dv), float("nan"), dtype=q.dtype)   # poisoned: the kernel must write every element
     lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
     # aiter's layout is [batch, seqlen, nhead, hdim]: pass transposed views, strides say the rest
     vals = aiter_fwd_values(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), out.transpose(1, 2), lse,

@@ -5,8 +5,10 @@
 
 One kernel per aiter key (dtype, hdim_q, hdim_v, mask, mode): every kernel takes aiter's
 656-byte argument struct and grid (kernels/fa_fwd.py build(aiter_args=True)), so GQA ratio, head
-counts, strides and lengths are run-time values. mask 0 = none, 2 = causal bottom-right (CK's
-mask 2, aiter's only causal key on gfx950); mode 0 = batch, 1 = group (varlen). The extra rows
+counts, strides and lengths are run-time values. Keys: bf16 head dim 128, and bf16 Q/K head
+dim 192 with V head dim 128 (4 waves, 128-row Q tiles: aiter's 256-thread launch). mask 0 = none,
+2 = causal bottom-right (CK's mask 2, aiter's only causal key on gfx950); mode 0 = batch, 1 =
+group (varlen). The extra rows
 aiter never asks for (its lookup matches dtype and mask exactly) serve flyasm.attention: f16, and
 mask 1 = causal top-left (torch's is_causal when seqlen_q != seqlen_k).
 
@@ -26,12 +28,15 @@ MANIFEST = "fmha_fwd.csv"                 # the name aiter's codegen globs for (
 MANIFEST_COLUMNS = ("dtype", "hdim_q", "hdim_v", "mask", "mode", "bf16_cvt", "ts_qo", "ts_kv", "knl_name",
                     "co_name")            # aiter's gfx950 fmha_fwd.csv header, in its order
 
-KEYS = [dict(dtype="bf16", causal=c, group=g, aiter_args=True) for c in (False, True) for g in (False, True)]
-VARIANTS = KEYS + [dict(p, dtype="f16") for p in KEYS] + \
+HD128_KEYS = [dict(dtype="bf16", causal=c, group=g, aiter_args=True) for c in (False, True) for g in (False, True)]
+# Q/K head dim 192, V head dim 128: aiter launches these with 256 threads (4 waves, ts_qo 128)
+HD192_KEYS = [dict(p, head_dim=192) for p in HD128_KEYS]
+KEYS = HD128_KEYS + HD192_KEYS
+VARIANTS = KEYS + [dict(p, dtype="f16") for p in HD128_KEYS] + \
     [dict(dtype=d, causal=True, align="top_left", aiter_args=True) for d in ("bf16", "f16")]
 # A quick subset for tests (tests/test_dispatch.py).
-SMALL = [KEYS[0], KEYS[2], dict(dtype="bf16", causal=True, align="top_left", aiter_args=True),
-         dict(KEYS[0], dtype="f16")]
+SMALL = [HD128_KEYS[0], HD128_KEYS[2], dict(dtype="bf16", causal=True, align="top_left", aiter_args=True),
+         dict(HD128_KEYS[0], dtype="f16"), HD192_KEYS[0]]
 
 
 def build(**params):
@@ -44,8 +49,10 @@ def mask_code(causal=False, align=None, **_):
     return 1 if align == "top_left" else 2
 
 
-def manifest_row(dtype, causal=False, group=False, align=None, **params):
-    k = fa_fwd.build_name(dtype=dtype, causal=causal, group=group, align=align, aiter_args=True)
-    return dict(dtype=dtype, hdim_q=fa_fwd.L.HEAD_DIM, hdim_v=fa_fwd.L.HEAD_DIM, mask=mask_code(causal, align),
-                mode=int(bool(group)), bf16_cvt=0, ts_qo=fa_fwd.L.BLOCK_Q, ts_kv=fa_fwd.L.BLOCK_K, knl_name=k,
+def manifest_row(dtype, causal=False, group=False, align=None, head_dim=128, **params):
+    k = fa_fwd.build_name(dtype=dtype, causal=causal, group=group, align=align, aiter_args=True, head_dim=head_dim)
+    g = fa_fwd.L.GEOMETRY[head_dim]
+    # ts_qo: aiter's grid is ceil(seqlen_q / ts_qo) [/ 2] workgroups, one Q tile of block_q rows each
+    return dict(dtype=dtype, hdim_q=g.d_qk, hdim_v=g.d_v, mask=mask_code(causal, align),
+                mode=int(bool(group)), bf16_cvt=0, ts_qo=g.block_q, ts_kv=fa_fwd.L.BLOCK_K, knl_name=k,
                 co_name=f"{k}.co")

@@ -226,24 +226,25 @@ def attn_set(tmp_path_factory):
                      progress=False)
 
 
-@pytest.mark.parametrize("dtype,causal,hq,hkv,sq,sk", [("bf16", False, 4, 2, 70, 100),
-                                                       ("bf16", True, 2, 2, 96, 96),       # = bottom-right
-                                                       ("bf16", True, 1, 1, 40, 100),      # top-left kernel
-                                                       ("bf16", "bottom_right", 2, 1, 40, 100),
-                                                       ("f16", False, 1, 1, 40, 64)])
-def test_attention_one_line_matches_torch(attn_set, monkeypatch, dtype, causal, hq, hkv, sq, sk):
+@pytest.mark.parametrize("dtype,causal,hq,hkv,sq,sk,d", [("bf16", False, 4, 2, 70, 100, 128),
+                                                         ("bf16", True, 2, 2, 96, 96, 128),       # = bottom-right
+                                                         ("bf16", True, 1, 1, 40, 100, 128),      # top-left kernel
+                                                         ("bf16", "bottom_right", 2, 1, 40, 100, 128),
+                                                         ("f16", False, 1, 1, 40, 64, 128),
+                                                         ("bf16", False, 2, 1, 40, 70, 192)])    # q/k 192, v 128
+def test_attention_one_line_matches_torch(attn_set, monkeypatch, dtype, causal, hq, hkv, sq, sk, d):
     import flyasm
     torch = pytest.importorskip("torch")
     sys.path.insert(0, str(REPO / "kernels"))
     import fa_fwd
     monkeypatch.setenv("FLYASM_ATTENTION_SET", str(attn_set.out_dir))
     tdt = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
-    q = torch.randn(1, hq, sq, 128).to(tdt)
-    k, v = torch.randn(1, hkv, sk, 128).to(tdt), torch.randn(1, hkv, sk, 128).to(tdt)
+    q = torch.randn(1, hq, sq, d).to(tdt)
+    k, v = torch.randn(1, hkv, sk, d).to(tdt), torch.randn(1, hkv, sk, 128).to(tdt)
     out, lse = flyasm.attention(q, k, v, causal=causal, return_lse=True)
     ref, ref_lse = fa_fwd.reference(q, k, v, causal=bool(causal),
                                     align="bottom_right" if causal == "bottom_right" else "top_left")
-    assert out.dtype == tdt and out.shape == q.shape
+    assert out.dtype == tdt and out.shape == (1, hq, sq, 128)
     torch.testing.assert_close(out.float(), ref, atol=ATOL[dtype], rtol=ATOL[dtype])
     torch.testing.assert_close(lse, ref_lse, atol=ATOL[dtype], rtol=0)
 

@@ -70,15 +70,16 @@ def pack(set_dir, **kv) -> dict:
     return json.loads(r.stdout)
 
 
-def test_lookup_resolves_bf16_hd128_keys_to_our_kernels(kset):
+def test_lookup_resolves_bf16_keys_to_our_kernels(kset):
     r = drop_in(kset, "lookup")
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 16, r.stdout + r.stderr
-    want = {"mask 0 mode 0": "fa_fwd_hd128_bf16", "mask 2 mode 0": "fa_fwd_hd128_bf16_causal",
-            "mask 0 mode 1": "fa_fwd_hd128_bf16_group", "mask 2 mode 1": "fa_fwd_hd128_bf16_causal_group"}
-    for key, knl in want.items():
-        line = next(ln for ln in lines if ln.startswith(f"bf16 hdim 128/128 {key} "))
-        assert line.endswith(f"-> {knl} fmha_v3_fwd/{knl}.co ts_qo=256"), line
+    want = {"mask 0 mode 0": "", "mask 2 mode 0": "_causal", "mask 0 mode 1": "_group", "mask 2 mode 1": "_causal_group"}
+    for dims, hd, ts_qo in (("128/128", "hd128", 256), ("192/128", "hd192_hd128", 128)):
+        for key, sfx in want.items():
+            knl = f"fa_fwd_{hd}_bf16{sfx}"
+            line = next(ln for ln in lines if ln.startswith(f"bf16 hdim {dims} {key} "))
+            assert line.endswith(f"-> {knl} fmha_v3_fwd/{knl}.co ts_qo={ts_qo}"), line
     # no resolved key names a missing object or symbol (drop_in.sh prints those lines itself)
     assert "missing" not in r.stdout and "has no symbol" not in r.stdout
 
@@ -88,9 +89,12 @@ def test_codegen_rejects_nothing_and_extra_params_stay_out_of_the_csv(kset):
     header = (kset / "fmha_fwd.csv").read_text().splitlines()[0]
     assert header == "dtype,hdim_q,hdim_v,mask,mode,bf16_cvt,ts_qo,ts_kv,knl_name,co_name"
     d = Dispatcher(kset)                                  # sidecar: build parameters for each row
-    e = d.select(dtype="bf16", mask=2, mode=1)
+    e = d.select(dtype="bf16", hdim_q=128, mask=2, mode=1)
     assert e.params == {"aiter_args": True, "causal": True, "dtype": "bf16", "group": True}
     assert e.block == (512,)
+    e = d.select(dtype="bf16", hdim_q=192, hdim_v=128, mask=0, mode=0)
+    assert e.params == {"aiter_args": True, "causal": False, "dtype": "bf16", "group": False, "head_dim": 192}
+    assert e.block == (256,) and e.row["ts_qo"] == "128"
 
 
 # ---- running aiter's bytes in the emulator ------------------------------------------------------
@@ -99,9 +103,16 @@ def _bits(t: torch.Tensor) -> np.ndarray:
     return (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy()
 
 
+def aiter_block(hdim_q: int, hdim_v: int) -> int:
+    """aiter's workgroup size for a call (client/aiter_src/csrc/mha_fwd.cu, fmha_fwd_v3: bdx);
+    drop_in.sh pack prints the grid but not this."""
+    return 256 if (hdim_q, hdim_v) == (192, 128) else 512
+
+
 def run_aiter_call(set_dir, tensors: dict, **call):
     """Allocate tensors (name -> torch tensor) in emulator memory, let aiter's host pack a call with
-    their addresses, run the kernel it picks on its grid; returns (pack json, {name: tensor after})."""
+    their addresses, run the kernel it picks on its grid and block; returns (pack json, {name: tensor after})."""
+    from flyasm.codeobj.reader import read_code_object
     from flyasm.emu import Memory, load_program, run_program
     mem = Memory()
     addr = {}
@@ -116,7 +127,10 @@ def run_aiter_call(set_dir, tensors: dict, **call):
     kaddr = mem.alloc(buf.size, buf, "kernarg")
     mem.finalize()
     co = (Path(set_dir) / p["co_name"].split("/")[-1]).read_bytes()
-    run_program(load_program(co, p["knl_name"]), tuple(p["grid"]), (512, 1, 1), kaddr, mem)
+    bdx = aiter_block(int(call.get("hdim_q", 128)), int(call.get("hdim_v", 128)))
+    md = next(kk.metadata for kk in read_code_object(co).kernels if kk.name == p["knl_name"])
+    assert md[".max_flat_workgroup_size"] == bdx, "the kernel is built for aiter's workgroup size"
+    run_program(load_program(co, p["knl_name"]), tuple(p["grid"]), (bdx, 1, 1), kaddr, mem)
     after = {}
     for n, t in tensors.items():
         a = _bits(t)
@@ -142,32 +156,40 @@ def _assert_close(out, lse, ref, ref_lse, what=""):
 
 
 BATCH_CASES = {
-    # name: (batch, hq, hkv, sq, sk, mask, layout)   layout bhsd = [B, H, S, D] via aiter's strides
-    "gqa4_ragged_bhsd": (1, 4, 1, 200, 130, 0, "bhsd"),
-    "gqa8_short": (1, 8, 1, 40, 70, 0, "bshd"),
-    "causal_sk_gt_sq_batch2": (2, 2, 1, 300, 400, 2, "bshd"),
-    "causal_sq_gt_sk_odd_tiles": (1, 1, 1, 520, 300, 2, "bshd"),
+    # name: (batch, hq, hkv, sq, sk, mask, layout, hdim_q)   layout bhsd = [B, H, S, D] via aiter's strides;
+    # V and O have head dim 128; hdim_q 192 runs 128-row Q tiles (ts_qo 128)
+    "gqa4_ragged_bhsd": (1, 4, 1, 200, 130, 0, "bhsd", 128),
+    "gqa8_short": (1, 8, 1, 40, 70, 0, "bshd", 128),
+    "causal_sk_gt_sq_batch2": (2, 2, 1, 300, 400, 2, "bshd", 128),
+    "causal_sq_gt_sk_odd_tiles": (1, 1, 1, 520, 300, 2, "bshd", 128),
+    "hd192_gqa4_ragged_bhsd": (1, 4, 1, 140, 90, 0, "bhsd", 192),
+    "hd192_causal_gqa2_batch2": (2, 2, 1, 300, 170, 2, "bshd", 192),
 }
+SLOW_CASES = {"hd192_gqa4_ragged_bhsd", "hd192_causal_gqa2_batch2", "hd192_three_seqs_gqa4"}
 
 
-@pytest.mark.parametrize("case", list(BATCH_CASES))
+def _cases(cases):
+    return [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in cases]
+
+
+@pytest.mark.parametrize("case", _cases(BATCH_CASES))
 def test_batch_mode_against_torch(kset, case):
-    b, hq, hkv, sq, sk, mask, layout = BATCH_CASES[case]
+    b, hq, hkv, sq, sk, mask, layout, dq = BATCH_CASES[case]
     g = torch.Generator().manual_seed(sum(map(ord, case)))
-    shape = (lambda s, h: (b, h, s, 128)) if layout == "bhsd" else (lambda s, h: (b, s, h, 128))
-    q, k, v = _rand(g, *shape(sq, hq)), _rand(g, *shape(sk, hkv)), _rand(g, *shape(sk, hkv))
+    shape = (lambda s, h, d=128: (b, h, s, d)) if layout == "bhsd" else (lambda s, h, d=128: (b, s, h, d))
+    q, k, v = _rand(g, *shape(sq, hq, dq)), _rand(g, *shape(sk, hkv, dq)), _rand(g, *shape(sk, hkv))
     o = torch.full(shape(sq, hq), float("nan")).bfloat16()
     lse = torch.full((b, hq, sq), float("nan"))
-    scale = 0.9 / math.sqrt(128)                         # not the default: the kernel reads `scalar`
+    scale = 0.9 / math.sqrt(dq)                          # not the default: the kernel reads `scalar`
     strides = {}
     if layout == "bhsd":                                 # element strides (seq, head, batch) as aiter takes them
-        for n, (s_, h_) in (("q", (sq, hq)), ("k", (sk, hkv)), ("v", (sk, hkv)), ("o", (sq, hq))):
-            strides.update({f"stride_{n}": 128, f"nhead_stride_{n}": s_ * 128, f"batch_stride_{n}": h_ * s_ * 128})
+        for n, (s_, h_), d in (("q", (sq, hq), dq), ("k", (sk, hkv), dq), ("v", (sk, hkv), 128), ("o", (sq, hq), 128)):
+            strides.update({f"stride_{n}": d, f"nhead_stride_{n}": s_ * d, f"batch_stride_{n}": h_ * s_ * d})
     has_lse = 0 if case == "gqa8_short" else 1
     p, got = run_aiter_call(kset, dict(q=q, k=k, v=v, o=o, lse=lse), dtype="bf16", batch=b, nhead_q=hq,
                             nhead_k=hkv, seqlen_q=sq, seqlen_k=sk, mask_type=mask, scale=scale, has_lse=has_lse,
-                            **strides)
-    tiles = -(-sq // 256)
+                            hdim_q=dq, hdim_v=128, **strides)
+    tiles = -(-sq // (256 if dq == 128 else 128))
     assert p["grid"] == [-(-tiles // 2) if mask else tiles, hq, b]
     to_bhsd = (lambda t: t) if layout == "bhsd" else (lambda t: t.transpose(1, 2))
     ref, ref_lse = fa_fwd.reference(to_bhsd(q), to_bhsd(k), to_bhsd(v), causal=bool(mask), scale=scale,
@@ -178,31 +200,34 @@ def test_batch_mode_against_torch(kset, case):
 
 
 GROUP_CASES = {
-    # name: (hq, hkv, q lengths, k lengths, mask)
-    "three_seqs_gqa2": (2, 1, [100, 300, 37], [70, 260, 129], 0),
-    "causal_three_seqs": (1, 1, [520, 64, 200], [600, 40, 150], 2),
+    # name: (hq, hkv, q lengths, k lengths, mask, hdim_q)
+    "three_seqs_gqa2": (2, 1, [100, 300, 37], [70, 260, 129], 0, 128),
+    "causal_three_seqs": (1, 1, [520, 64, 200], [600, 40, 150], 2, 128),
+    "hd192_three_seqs_gqa4": (4, 1, [90, 200, 37], [70, 150, 129], 0, 192),
+    # Sq > Sk (rows that see no key), Sq < Sk, and a 3-tile sequence (odd tile pairing)
+    "hd192_causal_three_seqs_gqa2": (2, 1, [300, 64, 130], [170, 100, 200], 2, 192),
 }
 
 
-@pytest.mark.parametrize("case", list(GROUP_CASES))
+@pytest.mark.parametrize("case", _cases(GROUP_CASES))
 def test_group_mode_against_torch(kset, case):
-    hq, hkv, lq, lk, mask = GROUP_CASES[case]
+    hq, hkv, lq, lk, mask, dq = GROUP_CASES[case]
     g = torch.Generator().manual_seed(sum(map(ord, case)))
     sq_starts = torch.tensor(np.concatenate([[0], np.cumsum(lq)]), dtype=torch.int32)
     sk_starts = torch.tensor(np.concatenate([[0], np.cumsum(lk)]), dtype=torch.int32)
     tq, tk = sum(lq), sum(lk)
-    q, k, v = _rand(g, tq, hq, 128), _rand(g, tk, hkv, 128), _rand(g, tk, hkv, 128)
+    q, k, v = _rand(g, tq, hq, dq), _rand(g, tk, hkv, dq), _rand(g, tk, hkv, 128)
     o = torch.full((tq, hq, 128), float("nan")).bfloat16()
     lse = torch.full((hq, tq), float("nan"))             # group mode LSE: [nhead, total_q]
-    scale = 1.1 / math.sqrt(128)
+    scale = 1.1 / math.sqrt(dq)
     p, got = run_aiter_call(kset, dict(q=q, k=k, v=v, o=o, lse=lse, seqstart_q=sq_starts, seqstart_k=sk_starts),
                             dtype="bf16", group=1, batch=len(lq), nhead_q=hq, nhead_k=hkv, seqlen_q=max(lq),
-                            seqlen_k=max(lk), mask_type=mask, scale=scale, nhead_stride_lse=tq,
-                            stride_q=hq * 128, nhead_stride_q=128, batch_stride_q=0,
-                            stride_k=hkv * 128, nhead_stride_k=128, batch_stride_k=0,
+                            seqlen_k=max(lk), mask_type=mask, scale=scale, nhead_stride_lse=tq, hdim_q=dq, hdim_v=128,
+                            stride_q=hq * dq, nhead_stride_q=dq, batch_stride_q=0,
+                            stride_k=hkv * dq, nhead_stride_k=dq, batch_stride_k=0,
                             stride_v=hkv * 128, nhead_stride_v=128, batch_stride_v=0,
                             stride_o=hq * 128, nhead_stride_o=128, batch_stride_o=0)
-    tiles = -(-max(lq) // 256)
+    tiles = -(-max(lq) // (256 if dq == 128 else 128))
     assert p["grid"] == [hq, len(lq), -(-tiles // 2) if mask else tiles]
     for i in range(len(lq)):
         qs, ks = slice(int(sq_starts[i]), int(sq_starts[i + 1])), slice(int(sk_starts[i]), int(sk_starts[i + 1]))
