@@ -6,8 +6,9 @@ For every key of aiter's gfx950 fmha_v3_fwd manifest that we build (kernels/fa_f
 which aiter's code object is at hand (../shared/aiter/gfx950/fmha_v3_fwd holds 3 of its 16), the
 steady-state loop of each kernel through flyasm.report.model (the same model `flyasm stats --model`
 prints: one wave alone on its SIMD, fixed latencies, s_barrier free). Both kernels do the same MFMA
-work per key (32x32x16 MFMAs, 256-row Q tile); `keys/iter` is that work in keys (MFMA-busy cycles /
-(2048 / 128 keys)), so `cycles/64 keys` compares the loops directly. Keys without aiter's object are
+work per key (32x32x16 MFMAs; the Q tile is aiter's ts_qo: 256 rows for head dim 128, 128 for
+192/128); `keys/iter` is that work in keys (our loop's MFMA-busy cycles per 64 keys), so
+`cycles/64 keys` compares the loops directly. Keys without aiter's object are
 listed with ours alone.
 """
 from __future__ import annotations
