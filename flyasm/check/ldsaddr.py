@@ -408,6 +408,10 @@ def _join(a: dict, b: dict) -> dict:
     if (la is None) != (lb is None):             # no mask: every wave
         la, lb = (np.ones_like(lb) if la is None else la), (np.ones_like(la) if lb is None else lb)
     split = la is not None and not (la & lb).all()   # all waves on both paths: only alternatives
+    live = la | lb if la is not None else None
+    # lanes of waves on neither path hold whatever their dead arms computed: zero them, or a loop
+    # would keep changing them and the fixed point never settle
+    dead = None if live is None or live.all() else ~live
     for k, va in a.items():
         vb = b.get(k)
         if vb is None or k == LIVE:
@@ -421,12 +425,14 @@ def _join(a: dict, b: dict) -> dict:
         j = _per_wave(va, vb, la, lb) if split else None
         if j is None:
             j = _dedupe(list(va) + list(vb))
+        if j is not None and dead is not None:
+            j = _dedupe([np.where(dead, 0, x) for x in j])
         if j is not None:
             out[k] = j
     if "exec_full" not in out:
         out["exec_full"] = a.get("exec_full", True) and b.get("exec_full", True)
-    if la is not None:
-        out[LIVE] = la | lb
+    if live is not None:
+        out[LIVE] = live
     return out
 
 
