@@ -222,3 +222,33 @@ def test_per_wave_dma_slots_are_proven_apart():
     assert findings(WAVE_SPLIT + dma + ["s_barrier", "ds_read_b32 v4, v3 offset:0x1100"] + tail, block=BLOCK) == [
         ("lds_write_before_barrier", "error")]
     assert findings(WAVE_SPLIT + dma + ["ds_read_b32 v4, v3"] + tail, block=BLOCK) == [("lds_dma_read", "error")]
+
+
+def test_waves_a_branch_keeps_out_access_nothing_there():
+    """Warp specialisation (aiter's fp8 attention: `s_cmp_lt_i32 s62, 4; s_cbranch_scc0` sends waves
+    4-7 elsewhere): waves 0, 1 DMA 256 B at 0x400 * w, while every wave reads [0x800, 0x900) after the
+    barrier. M0 = 0x400 * w would reach 0x800 for wave 2 and 0xc00 for wave 3, but those waves
+    never get to the DMA: nothing meets. Let waves 0..2 through and wave 2's slot is read (by wave 2
+    itself and, after the barrier, by the others); wave 3's path has no DMA, so the checker, which
+    follows paths rather than waves, calls both meetings unproven -- still reported, not dropped."""
+    def lines(limit):
+        return ["v_readfirstlane_b32 s5, v0", "s_lshr_b32 s5, s5, 6",                 # wave id
+                f"s_cmp_lt_u32 s5, {limit}", "s_cbranch_scc0 SKIP",
+                "s_lshl_b32 s4, s5, 10", "s_mov_b32 m0, s4", "s_nop 0",
+                "buffer_load_dword v2, s[8:11], 0 offen lds",
+                "SKIP:", "v_lshlrev_b32 v3, 2, v0", "v_and_b32 v3, 0xfc, v3",          # 4 * (tid % 64)
+                "s_barrier", "ds_read_b32 v4, v3 offset:0x800",
+                "s_waitcnt vmcnt(0) lgkmcnt(0)", "s_endpgm"]
+    assert findings(lines(2), block=BLOCK) == []
+    assert sorted(findings(lines(3), block=BLOCK)) == [("lds_dma_read", "unproven"),
+                                                      ("lds_write_before_barrier", "unproven")]
+    items, a = analyse(lines(2)[:-1])
+    dma = next(i for i, it in enumerate(items) if getattr(it, "is_lds_dma", False))
+    # the footprint keeps exactly what waves 0 and 1 write: [0x400 w, 0x400 w + 256)
+    f = a.footprint(dma)
+    assert len(f.alts) == 1
+    s, e, _ = f.alts[0]
+    for w in range(BLOCK // 64):
+        want = [(0x400 * w + 4 * ln, 0x400 * w + 4 * ln + 4) for ln in range(64)] if w < 2 else [(-1, -1)] * 64
+        assert sorted(zip(s[w].tolist(), e[w].tolist())) == want
+    assert a.described(dma) == "bytes [0x0, 0x500)"

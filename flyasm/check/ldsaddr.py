@@ -8,7 +8,8 @@ swapped each loop iteration, control-flow joins); more than that, or any operati
 does not model, makes it unknown. The fixed point over the CFG joins alternatives, and the cap is
 the widening, so loops terminate. SCC is tracked through `s_cmp_*`: a known SCC picks the
 `s_cselect` value, and an `s_cbranch_scc*` on it splits the waves between its two edges, so a
-branch on the wave id (each wave picking its own M0, say) joins wave by wave into one exact value.
+branch on the wave id (each wave picking its own M0, say) joins wave by wave into one exact value,
+and an access only some waves can reach has no bytes in the others (warp-specialised kernels).
 
 From those values:
 * an LDS-DMA (`buffer_load_* lds`, `global_load_lds_*`) writes, for each lane L,
@@ -168,6 +169,7 @@ class LdsAddressAnalysis:
         self.block = (block, 1, 1) if isinstance(block, int) else (tuple(block) + (1, 1))[:3] if block else None
         self.foot: dict[int, Footprint | None] = {}
         self._addr: dict[int, tuple | None] = {}        # item -> per-thread start alternatives
+        self._live: dict[int, np.ndarray] = {}          # item -> waves that can reach it (absent: all)
         self._rel: dict[tuple, str] = {}
         self.watched = self._watch = {i for i, it in enumerate(items) if not is_label(it) and (it.is_lds_dma or ds_parts(it))}
         if self.block is None:
@@ -295,6 +297,8 @@ class LdsAddressAnalysis:
             for i in cfg.blocks[bid].insts:
                 if i in self._watch:
                     self._addr[i] = self._starts(env, items[i])
+                    if env.get(LIVE) is not None:
+                        self._live[i] = env[LIVE]
                 self._step(env, codes[i])
 
     def _edges(self, bid: int, env: dict):
@@ -339,11 +343,17 @@ class LdsAddressAnalysis:
             else:
                 parts = [(0, dma_step(ins)[1])] if ins.is_lds_dma else ds_parts(ins)
                 pad = self.waves * WAVE - self.threads
+                # A wave that no path brings here (a branch on its wave id went the other way)
+                # touches nothing through it: its intervals become the empty [-1, -1).
+                live = self._live.get(i)
+                dead = None if live is None else ~live[::WAVE][:, None]
                 alts = []
                 for st in starts:
                     st = np.concatenate([st, np.repeat(st[-1:], pad)]).reshape(self.waves, WAVE)
                     ss = np.concatenate([_u(st + o) for o, _ in parts], axis=1)
                     ee = np.concatenate([_u(st + o) + n for o, n in parts], axis=1)
+                    if dead is not None:
+                        ss, ee = np.where(dead, -1, ss), np.where(dead, -1, ee)
                     alts.append(_sorted(ss, ee))
                 self.foot[i] = Footprint(alts)
         return self.foot[i]
@@ -384,8 +394,11 @@ class LdsAddressAnalysis:
         f = self.footprint(i)
         if f is None:
             return "unknown range"
-        lo = min(int(s.min()) for s, _, _ in f.alts)
-        hi = max(int(e.max()) for _, e, _ in f.alts)
+        real = [(s[s >= 0], e[s >= 0]) for s, e, _ in f.alts if (s >= 0).any()]   # -1: no access
+        if not real:
+            return "no bytes"
+        lo = min(int(s.min()) for s, _ in real)
+        hi = max(int(e.max()) for _, e in real)
         return f"bytes [0x{lo:x}, 0x{hi:x})"
 
 
