@@ -34,17 +34,18 @@ def test_workgroups_outside_the_grid_is_one_error():
         launch(va.build(4096, "f32"), 1, 256, torch.empty_like(x), x, x, 4096, workgroups=[(3, 0, 0)])
 
 
-def _expected_cycles(addr, nbytes):
+def _expected_cycles(addr, nbytes, active=None):
     """Independent formula: 256 bytes per phase, a phase costs the largest number of distinct dwords
-    in one of 64 four-byte banks."""
+    in one of 64 four-byte banks (inactive lanes access nothing)."""
     per = 256 // nbytes
+    active = [True] * 64 if active is None else active
     total = 0
     for p0 in range(0, 64, per):
-        dws = {a // 4 + j for a in addr[p0:p0 + per] for j in range(nbytes // 4)}
+        dws = {a // 4 + j for a, on in zip(addr[p0:p0 + per], active[p0:p0 + per]) if on for j in range(nbytes // 4)}
         banks = {}
         for d in dws:
             banks[d % 64] = banks.get(d % 64, 0) + 1
-        total += max(banks.values())
+        total += max(banks.values(), default=0)
     return total
 
 
@@ -62,3 +63,6 @@ def test_lds_cycles_against_independent_count(nbytes):
     for _ in range(3):
         a = rng.integers(0, 4096, 64) * nbytes
         assert lds_cycles(a[None], ex, nbytes)[0] == _expected_cycles(a, nbytes)
+    waves = rng.integers(0, 4096, (3, 64)) * nbytes                  # several waves at once, partial EXEC
+    ex = rng.random((3, 64)) < 0.6
+    assert list(lds_cycles(waves, ex, nbytes)) == [_expected_cycles(w, nbytes, e) for w, e in zip(waves, ex)]

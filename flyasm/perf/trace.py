@@ -43,16 +43,15 @@ def lds_cycles(addr: np.ndarray, exec_: np.ndarray, nbytes: int) -> np.ndarray:
     k = addr.shape[0]
     ndw = max(1, (nbytes + 3) // 4)
     lanes_per_phase = max(1, BANKS // ndw)
+    nph = -(-64 // lanes_per_phase)
     dw = (addr.astype(np.int64) >> 2)[..., None] + np.arange(ndw)          # [k, 64, ndw] dword addresses
-    out = np.zeros(k, np.int64)
-    for p0 in range(0, 64, lanes_per_phase):
-        d = dw[:, p0:p0 + lanes_per_phase].reshape(k, -1)
-        act = np.repeat(exec_[:, p0:p0 + lanes_per_phase], ndw, axis=1)
-        for i in range(k):
-            u = np.unique(d[i][act[i]])
-            if u.size:
-                out[i] += np.bincount(u % BANKS, minlength=BANKS).max()
-    return out
+    act = np.broadcast_to(exec_.astype(bool)[..., None], dw.shape)
+    group = np.broadcast_to((np.arange(k)[:, None] * nph + np.arange(64)[None, :] // lanes_per_phase)[..., None],
+                            dw.shape)                                        # (wave, phase) of each dword
+    # distinct dwords per (wave, phase): lanes reading the same dword share it (a broadcast)
+    u = np.unique((group[act] << 40) | (dw[act] & ((1 << 40) - 1)))
+    per_bank = np.bincount((u >> 40) * BANKS + (u & ((1 << 40) - 1)) % BANKS, minlength=k * nph * BANKS)
+    return per_bank.reshape(k, nph, BANKS).max(-1).sum(-1)
 
 
 class Recorder:
