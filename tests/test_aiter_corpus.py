@@ -8,6 +8,7 @@ Lift -> write -> import -> build -> the same bytes and the same checker verdict 
 """
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
@@ -24,15 +25,17 @@ def _id(p: Path) -> str:
 
 
 def _findings_key(findings) -> list[tuple]:
-    """What a verdict is: rule, severity (when the checker has one), where, and the message."""
+    """What a verdict is: rule, severity (when the checker has one), where (pcs), and the message
+    less its item numbers "#N" (they count labels, which a lifted file may place differently)."""
     return sorted((f.rule, str(getattr(f, "severity", "")), f.consumer.pc, f.producer.pc if f.producer else None,
-                   f.message) for f in findings)
+                   re.sub(r"#\d+", "#", f.message)) for f in findings)
 
 
 def _verdict(src) -> list[tuple]:
     from flyasm.check import check_program
     from flyasm.report.program import as_program
-    return _findings_key(check_program(as_program(src).items()))
+    p = as_program(src)
+    return _findings_key(check_program(p.items(), "verify", p.threads, p.lds_scratch))
 
 
 @needs_aiter
