@@ -240,9 +240,15 @@ def slot_kinds(doc_kinds: list[str]) -> list[str]:
     return out
 
 
+# Both operands are swapped, so both are read and written: the permlane swaps (notes §3.2) and
+# V_SWAP_B32 (CDNA4 ISA VOP1 "tmp = D; D = S0; S0 = tmp"; LLVM VOP1Instructions.td VOP_SWAP_I32 has
+# two defs tied to the two sources: `llvm-mc -show-inst` prints 4 register operands for `v_swap_b32 v1, v2`).
+SWAPS = ("v_permlane16_swap_b32", "v_permlane32_swap_b32", "v_swap_b32")
+
+
 def access_of(fam: str, mn: str, slot: str, index: int, mk: str | None) -> str:
-    if mn in ("v_permlane16_swap_b32", "v_permlane32_swap_b32") and index < 2:
-        return "rw"  # both operands are swapped (notes §3.2)
+    if mn in SWAPS and index < 2:
+        return "rw"
     if slot in ("vdst", "sdst", "dst"):
         if fam == "SOPK" and mn in ("s_addk_i32", "s_mulk_i32", "s_cmovk_i32"):
             return "rw"
@@ -258,11 +264,22 @@ def access_of(fam: str, mn: str, slot: str, index: int, mk: str | None) -> str:
         if mn in ("v_addc_co_u32", "v_subb_co_u32", "v_subbrev_co_u32"):
             return "w" if index == 1 else "r"
         return "r"
-    if slot == "sdata":
-        return "w" if mk == "load" else ("rw" if mk == "atomic" else "r")
-    if slot == "vdata":
-        return "w" if mk == "load" else ("rw" if mk == "atomic" else "r")
+    if slot in ("sdata", "vdata"):
+        return "w" if mk == "load" else "r"  # an atomic's data is written back only when it returns
     return "r"
+
+
+def written_with(fam: str, slot: str, mk: str | None) -> str | None:
+    """The modifier that makes an atomic return its pre-op value into its data operand: glc for
+    SMEM (LLVM SMInstructions.td selects S_ATOMIC_*_RTN, with sdst tied to sdata, only with glc),
+    sc0 for MUBUF (BUFFER_ATOMIC_*_RTN only with sc0). Without it the operand is only read."""
+    if mk != "atomic":
+        return None
+    if fam == "SMEM" and slot == "sdata":
+        return "glc"
+    if fam in ("MUBUF", "MTBUF") and slot == "vdata":
+        return "sc0"
+    return None
 
 
 def tied_of(mn: str) -> bool:
@@ -487,6 +504,10 @@ def build(shared: Path, out: Path) -> dict:
     }
     # 16-bit sources take a 16-bit literal only (v_cvt_f32_bf16 v127, 0x8000): probe one as well.
     EXTRA_KIND_TEXT = [("literal", lambda w: "0x1234")]
+    # A VALU instruction reads one scalar value at most (the constant bus, gfx9): a scalar probe in
+    # one source is also tried with the other SGPR sources made inline constants, or the probe for
+    # v_writelane_b32's src0 (example `v_writelane_b32 v0, 1, s16`) would always be rejected.
+    SCALAR_KINDS = {"sgpr", "literal", "m0", "vcc", "exec"}
     kind_probes = []
     for i, row in enumerate(rows):
         if "ops" not in row:
@@ -501,6 +522,13 @@ def build(shared: Path, out: Path) -> dict:
                 ops = list(row["ops"])
                 ops[k] = t
                 kind_probes.append((i, k, kind, instance(row["mnemonic"], ops, row["suffix"])))
+                if kind in SCALAR_KINDS and row["family"].startswith("VOP"):
+                    others = [j for j, o in enumerate(row["slots"]) if j != k and o["name"].startswith("src")
+                              and re.fullmatch(r"s\d+", row["ops"][j])]
+                    if others:
+                        for j in others:
+                            ops[j] = "1"
+                        kind_probes.append((i, k, kind, instance(row["mnemonic"], ops, row["suffix"])))
     # MFMA C and D move between VGPRs and AGPRs together (ACC_CD bit): probe them jointly.
     for i, row in enumerate(rows):
         if "ops" in row and row["mnemonic"].startswith(("v_mfma", "v_smfmac")) and len(row["slots"]) > 3:
@@ -639,6 +667,9 @@ def build(shared: Path, out: Path) -> dict:
                     "access": access_of(fam, mn, s["name"], k, mk)}
             if s.get("off_ok"):
                 slot["off_ok"] = True
+            ww = written_with(fam, s["name"], mk)
+            if ww:
+                slot["written_with"] = ww
             slots.append(slot)
         if "requires" in row and "sc0" in row["requires"] and slots:
             slots[0]["only_with"] = "sc0"  # returning atomics: the destination exists only with sc0

@@ -119,7 +119,21 @@ def _normalise_modifiers(mnemonic: str, info: dict, suffix: str, kw: dict) -> di
             if any(not isinstance(x, int) or not (0 <= x <= lim) for x in val):
                 raise OperandError(f"{mnemonic} {k}:{val} takes values 0..{lim}")
         mods[k] = val
+    _check_hidden_bits(mnemonic, info, mods)
     return mods
+
+
+def _check_hidden_bits(mnemonic: str, info: dict, mods: dict) -> None:
+    """The third op_sel/op_sel_hi bits of a scale MFMA (bits 13/14 of its ld_scale prefix) are
+    real encoding bits, but llvm-mc (LLVM 22) drops them from text without a word (isa/hidden_bits.py):
+    refuse them rather than build something else than what was asked for."""
+    if info["family"] != "VOP3PX2":
+        return
+    for k in ("op_sel", "op_sel_hi"):
+        val = mods.get(k)
+        if isinstance(val, list) and len(val) > 2 and any(val[2:]):
+            raise OperandError(f"{mnemonic} {k}:[{','.join(map(str, val))}] sets the third bit, which llvm-mc silently drops from "
+                               f"text; write this instruction with k.raw(words, text) to keep it")
 
 
 def _check_reg(mn: str, slot: dict, r: Reg, pos: int) -> None:

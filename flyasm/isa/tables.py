@@ -110,10 +110,9 @@ def slots(info: dict, modifiers: dict, suffix: str = "", operands=None) -> list[
         out = [s for s in out if s["name"] != "vdata"]  # LDS DMA: no VDATA (notes §3.3)
     if out and out[0].get("only_with") and not modifiers.get(out[0]["only_with"]):
         out = out[1:]  # non-returning atomic
-    if fam in ("MUBUF", "MTBUF") and info.get("mem") == "atomic" and not modifiers.get("sc0"):
-        for s in out:
-            if s["name"] == "vdata":
-                s["access"] = "r"
+    for s in out:
+        if s.get("written_with") and modifiers.get(s["written_with"]):
+            s["access"] = "rw"  # a returning atomic: the pre-op value comes back into its data operand
     if fam in ("FLAT_GLBL", "FLAT_SCRATCH") and operands is not None:
         # With an SGPR base (saddr) the VGPR address is a 32-bit offset; with 'off' it is 64-bit.
         names = [s["name"] for s in out]
