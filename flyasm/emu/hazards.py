@@ -28,6 +28,7 @@ from collections import deque
 
 import numpy as np
 
+from ..check.citations import citation
 from ..check.hazards import wait_states
 from ..check.rules import RULES, SELECTORS, MAX_WAITS
 from .memory import EmuError
@@ -217,11 +218,10 @@ class HazardTracker:
             from ..check.hazards import nops_for
             from .machine import where
             unit = "VALU/s_nop wait states" if self.strict else "wait states"
-            row = f"row {rule.row}" if rule.row is not None else "no row"
             nops = " + ".join(i.text() for i in nops_for(need - dist))
-            return (f"hazard{f' (wave {wave})' if wave is not None else ''}: {where(c)} executes {dist} {unit} "
-                    f"after {where(pr)} but {rule.title} needs {need} (notes §4.2 {row}, {rule.source}); "
-                    f"add {nops} before it")
+            return (f"hazard {rule.id}{f' (wave {wave})' if wave is not None else ''}: {where(c)} executes "
+                    f"{dist} {unit} after {where(pr)} but {rule.title} needs {need} "
+                    f"({citation(rule.id, rule.row)}); add {nops} before it")
         if self.report is None:
             raise EmuError(message())
         n = self.W if who is None else (self.count[who[0]] if who[1] is None else len(who[1]))
