@@ -71,7 +71,9 @@ def bf16gemm_launch(M: int, N: int, K: int, split: int, tile_m: int, tile_n: int
     semaphore of one u32 per output tile (aiter passes one when split > 1)."""
     import numpy as np
     grid = (-(-N // tile_n), -(-M // tile_m), split)
-    bufs = {"A": M * K * 2, "B": N * K * 2, "D": M * N * 4, "sem": np.zeros(grid[0] * grid[1] + 64, np.uint32)}
+    bufs = {"A": M * K * 2, "B": N * K * 2, "D": M * N * 4}
+    if split > 1:                 # launch() refuses a buffer no kernel-argument pointer refers to
+        bufs["sem"] = np.zeros(grid[0] * grid[1] + 64, np.uint32)
 
     def ka(a):
         return _struct([("ptr", a["D"]), ("ptr", 0), ("ptr", a["A"]), ("ptr", a["B"]), ("f32", 1.0), ("f32", 0.0),

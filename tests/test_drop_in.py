@@ -98,9 +98,7 @@ def test_codegen_rejects_nothing_and_extra_params_stay_out_of_the_csv(kset):
 
 
 # ---- running aiter's bytes in the emulator ------------------------------------------------------
-def _bits(t: torch.Tensor) -> np.ndarray:
-    t = t.contiguous()
-    return (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy()
+HOST_BASE = 0x7F00_0000_0000                              # where a host allocator might have put them
 
 
 def aiter_block(hdim_q: int, hdim_v: int) -> int:
@@ -110,33 +108,25 @@ def aiter_block(hdim_q: int, hdim_v: int) -> int:
 
 
 def run_aiter_call(set_dir, tensors: dict, **call):
-    """Allocate tensors (name -> torch tensor) in emulator memory, let aiter's host pack a call with
-    their addresses, run the kernel it picks on its grid and block; returns (pack json, {name: tensor after})."""
+    """Give tensors (name -> torch tensor) host addresses, let aiter's host pack a call with them, run
+    the kernel it picks on its grid and block through launch(kernarg=, buffers=) (each pointer is
+    rebased onto the tensor's device copy, which is copied back); returns (pack json, {name: tensor after})."""
     from flyasm.codeobj.reader import read_code_object
-    from flyasm.emu import Memory, load_program, run_program
-    mem = Memory()
-    addr = {}
+    from flyasm.run import launch
+    addr, at = {}, HOST_BASE
     for n, t in tensors.items():
-        a = _bits(t)
-        addr[n] = mem.alloc(a.nbytes, a, n)
+        addr[n] = at
+        at += -(-t.numel() * t.element_size() // 4096) * 4096 + 4096   # page-aligned, a gap between
     p = pack(set_dir, **call, **addr)
     ka = bytes.fromhex(p["kernarg_hex"])
     assert len(ka) == p["kernarg_size"] == 656
-    buf = np.zeros(1024, np.uint8)                       # runtime kernarg buffers are larger than the struct
-    buf[:len(ka)] = np.frombuffer(ka, np.uint8)
-    kaddr = mem.alloc(buf.size, buf, "kernarg")
-    mem.finalize()
     co = (Path(set_dir) / p["co_name"].split("/")[-1]).read_bytes()
     bdx = aiter_block(int(call.get("hdim_q", 128)), int(call.get("hdim_v", 128)))
     md = next(kk.metadata for kk in read_code_object(co).kernels if kk.name == p["knl_name"])
     assert md[".max_flat_workgroup_size"] == bdx, "the kernel is built for aiter's workgroup size"
-    run_program(load_program(co, p["knl_name"]), tuple(p["grid"]), (bdx, 1, 1), kaddr, mem)
-    after = {}
-    for n, t in tensors.items():
-        a = _bits(t)
-        raw = mem.read(addr[n], a.nbytes).view(a.dtype).reshape(a.shape).copy()
-        r = torch.from_numpy(raw)
-        after[n] = r.view(torch.bfloat16) if t.dtype == torch.bfloat16 else r
+    after = {n: t.clone() for n, t in tensors.items()}
+    launch(co, tuple(p["grid"]), (bdx, 1, 1), kernarg=ka, buffers={addr[n]: after[n] for n in tensors},
+           kernel=p["knl_name"])
     return p, after
 
 

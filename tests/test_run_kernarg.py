@@ -70,6 +70,9 @@ def test_a_value_equal_to_a_mapped_address_stays_a_value(add_n_co):
 def test_without_metadata_every_aligned_word_is_a_candidate():
     assert pointer_slots(None, 28) == [0, 8, 16]
     assert pointer_slots([ArgSpec("p", 16, 8, "global_buffer"), ArgSpec("n", 0, 4, "by_value")], 24) == [16]
+    # bytes past the declared arguments: the metadata says nothing there, every aligned word counts
+    assert pointer_slots([ArgSpec("p", 16, 8, "global_buffer"), ArgSpec("n", 0, 4, "by_value"),
+                          ArgSpec("m", 24, 4, "by_value")], 48) == [16, 32, 40]
     a = np.zeros(8, np.float32)
     ka = struct.pack("<QQQ", 7, 0x9000 + 12, 0x9000 + 32)          # 32 = one past the end: not inside
     got = rebase_pointers(ka, {0x9000: a}, None, lambda val, name: 0x100000)

@@ -42,23 +42,29 @@ def _fill(nbytes: int, rng) -> np.ndarray:
     return (vals.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)[:nbytes].copy()
 
 
+HOST_BASE = 0x7F00_0000_0000     # host addresses the kernarg bytes are packed with (launch rebases them)
+
+
 def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgroups=None, kernel: str | None = None,
             lds: int | None = None, cache: bool = True) -> Trace:
     """Streams of `workgroups` (default: all) of one launch. `kernarg` is bytes, or a callable taking
-    {buffer name: device address} and returning bytes (so packed pointers point at the emulator's
-    buffers of `buffers` = {name: bytes})."""
-    from ..emu import Memory, load_program, run_program
+    {buffer name: address} and returning bytes packed with those addresses, which the launch maps
+    onto the buffers of `buffers` = {name: byte count (random bf16-valued contents) or array}."""
+    from ..emu import load_program
+    from ..run import launch
     g, b = _dims(grid), _dims(block)
     prog = load_program(co, kernel)
     wgs = [(x, y, z) for z in range(g[2]) for y in range(g[1]) for x in range(g[0])] if workgroups is None \
         else [_dims(w) for w in workgroups]
-    mem = Memory()
     rng = np.random.default_rng(0x5EED)
-    addrs = {}
+    addrs, data = {}, {}
+    at = HOST_BASE
     for name, n in (buffers or {}).items():      # an int: that many random bytes; an array: its bytes
-        data = np.ascontiguousarray(n).view(np.uint8).reshape(-1) if isinstance(n, np.ndarray) else _fill(int(n), rng)
-        addrs[name] = mem.alloc(data.size, data, name)
-    ka = kernarg(addrs) if callable(kernarg) else bytes(kernarg)
+        data[name] = np.ascontiguousarray(n).view(np.uint8).reshape(-1) if isinstance(n, np.ndarray) \
+            else _fill(int(n), rng)
+        addrs[name] = at
+        at += -(-max(data[name].size, 1) // 4096) * 4096 + 4096
+    ka = kernarg(addrs) if callable(kernarg) else kernarg
     if not isinstance(ka, (bytes, bytearray)):
         raise FlyasmError("kernarg must be bytes (or a callable returning bytes)")
     co_hash = hashlib.sha256(co).hexdigest()
@@ -70,12 +76,9 @@ def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgr
         tr = pickle.loads(path.read_bytes())
         tr.key = key
         return tr
-    padded = np.zeros((len(ka) + 64 + 255) // 256 * 256, np.uint8)
-    padded[:len(ka)] = np.frombuffer(bytes(ka), np.uint8)
-    kaddr = mem.alloc(padded.size, padded, "kernarg")
-    mem.finalize()
     rec = Recorder()
-    run_program(prog, g, b, kaddr, mem, lds=lds, recorder=rec, workgroups=wgs, hazards=None, races=False)
+    launch(co, g, b, kernarg=bytes(ka), buffers={addrs[n]: data[n] for n in data} or None, kernel=prog.name,
+           lds=lds, recorder=rec, workgroups=wgs, hazards=None, races=False)
     tr = Trace(co_hash, prog.name, g, b, wgs, touched_lines=len(rec.touched), key=key)
     wpg = -(-(b[0] * b[1] * b[2]) // 64)
     for s in rec.streams():

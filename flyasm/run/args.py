@@ -133,10 +133,13 @@ def raw_kernarg(kernarg) -> bytes:
 def pointer_slots(specs: list[ArgSpec] | None, size: int) -> list[int]:
     """Offsets of the 8-byte pointers in a kernarg segment: the metadata's global_buffer arguments
     when it declares any (a by-value size or stride that happens to equal a mapped address then
-    stays a value), else every 8-byte-aligned word."""
+    stays a value), else every 8-byte-aligned word. Past the last declared argument the metadata
+    says nothing, so every aligned word there is a candidate too (hosts pack fields a kernel's
+    metadata does not list, e.g. aiter's split-K semaphore after a bf16 GEMM's arguments)."""
     declared = [s.offset for s in specs or () if s.kind == "global_buffer" and s.size == 8]
     if declared:
-        return [o for o in declared if o + 8 <= size]
+        end = max(s.offset + s.size for s in specs)
+        return [o for o in declared if o + 8 <= size] + list(range(-(-end // 8) * 8, size - 7, 8))
     return list(range(0, size - 7, 8))
 
 
