@@ -80,6 +80,8 @@ ALU = {
     "v_mad_u32_u24": lambda a, b, c: (a & 0xFFFFFF) * (b & 0xFFFFFF) + c,
 }
 ALU = {k: v for k, v in ALU.items() if v is not None}
+
+
 def _signed(x):
     x = x & M32
     return np.where(x & 0x80000000, x - (1 << 32), x)
