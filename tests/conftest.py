@@ -41,3 +41,18 @@ def corpus(tmp_path_factory, corpus_build):
     cache = os.environ.get("FLYASM_CORPUS_DIR")
     out = Path(cache) if cache else tmp_path_factory.mktemp("corpus")
     return {k.name: k for k in corpus_build.build_corpus(out)}
+
+
+def drop_in_missing(drop_in: Path) -> str | None:
+    """Why aiter's drop_in.sh cannot run here (None: it can): the script, pandas for aiter's
+    codegen, and a C++ compiler for aiter's host code."""
+    import shutil
+    if not drop_in.is_file():
+        return f"aiter's host code is not at {drop_in.parent} (../shared is absent)"
+    try:
+        import pandas  # noqa: F401  (aiter's hsa/codegen.py, run by drop_in.sh)
+    except ImportError:
+        return "pandas is not installed (aiter's codegen in drop_in.sh needs it)"
+    if not (list(Path("/usr/lib").glob("llvm-*/bin/clang++")) or shutil.which("clang++") or shutil.which("g++")):
+        return "no C++ compiler for aiter's host code (install clang-22: tools/setup.sh)"
+    return None

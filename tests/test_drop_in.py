@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import drop_in_missing
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,15 +35,7 @@ import fa_fwd  # noqa: E402
 
 
 def _why_not() -> str | None:
-    if not DROP_IN.is_file():
-        return f"aiter's host code is not at {CLIENT} (../shared is absent)"
-    try:
-        import pandas  # noqa: F401  (aiter's codegen)
-    except ImportError:
-        return "pandas is not installed (aiter's codegen in drop_in.sh needs it)"
-    if not (list(Path("/usr/lib").glob("llvm-*/bin/clang++")) or shutil.which("clang++") or shutil.which("g++")):
-        return "no C++ compiler for aiter's host code (clang++ from llvm-22, or g++)"
-    return None
+    return drop_in_missing(DROP_IN)
 
 
 pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")

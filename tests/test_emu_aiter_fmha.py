@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import drop_in_missing
 
 torch = pytest.importorskip("torch")
 
@@ -43,15 +43,7 @@ U_F32 = 2.0 ** -24
 
 
 def _why_not() -> str | None:
-    if not DROP_IN.is_file():
-        return f"aiter's sample and host code are not at {AITER} (../shared is absent)"
-    try:
-        import pandas  # noqa: F401  (aiter's codegen.py needs it)
-    except ImportError:
-        return "pandas is not installed (aiter's hsa/codegen.py, run by drop_in.sh, needs it)"
-    if not (list(Path("/usr/lib").glob("llvm-*/bin/clang++")) or shutil.which("clang++") or shutil.which("g++")):
-        return "no C++ compiler for aiter's host code (install clang-22: tools/setup.sh)"
-    return None
+    return drop_in_missing(DROP_IN)
 
 
 needs_aiter = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
