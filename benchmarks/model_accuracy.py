@@ -171,10 +171,21 @@ def main(argv=None) -> int:
         report("attention cross-validation over seqlen: fit on GEMMs + two seqlens, score the third", att, cv)
     if a.write_params:
         P.STORE.write_text(json.dumps({"params": {n: getattr(fitted, n) for n in P.FITTED},
-                                       "fitted_on": [str(t) for t in a.tables], "rows": len(rows),
+                                       "fitted_on": [_relative(t) for t in a.tables], "rows": len(rows),
                                        "limits": a.limit_table}, indent=1) + "\n")
         print(f"wrote {P.STORE}")
     return 0
+
+
+
+def _relative(path) -> str:
+    """A table's path relative to the repo's parent (e.g. shared/aiter/measured), so params.json names
+    the same tables on every machine."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(ROOT.parent))
+    except ValueError:
+        return p.name
 
 
 if __name__ == "__main__":
