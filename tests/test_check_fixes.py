@@ -117,9 +117,19 @@ def test_check_modes_insert_reports_fixes_writes_and_exits_nonzero(tmp_path):
 
 def test_check_help_explains_each_mode():
     out = _run("check", "--help").output
-    for mode in ("verify", "strict", "insert"):
+    for mode in ("verify", "isa", "insert"):
         assert f"  {mode}  " in out
     assert "-o" in out and "Exit 1" in out
+
+
+def test_isa_mode_counts_only_nops_and_valu_as_wait_states(tmp_path):
+    # VALU write v5 -> DPP read of v5 needs 2 wait states (notes §4.2); two SALU moves between them are two
+    # wait states for LLVM's recogniser (verify) but none in the ISA guide's wording (isa)
+    src = _asm(tmp_path, ["v_mov_b32 v3, 1.0", "v_mov_b32 v4, 2.0", DPP[0], "s_mov_b32 s0, 0", "s_mov_b32 s1, 0", DPP[1]])
+    assert _run("check", src).exit_code == 0
+    r = _run("check", "--mode", "isa", src)
+    assert r.exit_code == 1 and "s_nop" in r.output
+    assert _run("check", "--mode", "strict", src).exit_code == 2      # the old name is gone, not silently kept
 
 
 def test_parse_error_names_the_location_once(tmp_path):
