@@ -31,11 +31,14 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from flyasm.run import launch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # flyasm from this checkout
+from flyasm.run import launch  # noqa: E402
 
 
 def gemm_like(waves: int = 8):
