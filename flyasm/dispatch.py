@@ -414,11 +414,11 @@ def _attention_set_dir() -> Path:
 def aiter_fwd_values(q, k, v, out, lse, scale: float, seqstart_q=0, seqstart_k=0, seqlen_q=None, seqlen_k=None,
                      ts_qo: int = 256, nhead_stride_lse: int | None = None, causal: bool = False) -> dict:
     """Values of aiter's fmha_fwd_v3_args fields (kernel argument names of kernels/fa_fwd.py), as
-    aiter's init_fmha_fwd_v3_args sets them for 16-bit q/k/v/o: strides in bytes, s_gqa = Hq/Hkv.
+    aiter's init_fmha_fwd_v3_args sets them: strides in bytes (each tensor's own element size: fp8
+    q/k/v with bf16 o), s_gqa = Hq/Hkv; descale pointers (fp8) default to none.
     Batch mode: q/out [B, Sq, Hq, D] views, k/v [B, Sk, Hkv, D] views (any strides), lse [B, Hq, Sq].
     Group mode (seqstart_* given): q/out [total_q, Hq, D], k/v [total_k, Hkv, D], lse [Hq, total_q]."""
     group = not isinstance(seqstart_q, int)
-    es = q.element_size()
     if group:
         (sq_, sh_), (kq_, kh_), (vq_, vh_), (oq_, oh_) = (t.stride()[:2] for t in (q, k, v, out))
         qb = kb = vb = ob = 0
@@ -431,13 +431,14 @@ def aiter_fwd_values(q, k, v, out, lse, scale: float, seqstart_q=0, seqstart_k=0
         hq, hkv = q.shape[2], k.shape[2]
         seqlen_q, seqlen_k = q.shape[1], k.shape[1]
     d = q.shape[-1]
+    es, eo = q.element_size(), out.element_size()
     opt = 3 if causal and (hq % 8 or seqlen_q > 16384) else 5      # aiter's tune_opt hint (not read by us)
     return {"o": out, "q": q, "k": k, "v": v, "lse": lse, "scale": float(scale), "seqlen_q": seqlen_q,
             "q_ss": sq_ * es, "q_ts": ts_qo * sq_ * es, "q_hs": sh_ * es, "q_bs": qb * es, "gqa": hq // hkv,
             "k_ss": kq_ * es, "k_hs": kh_ * es, "k_bs": kb * es, "opt": opt, "has_lse": 1, "seqlen_k": seqlen_k,
             "qk_head_dim": d, "v_head_dim": v.shape[-1], "q_head_num": hq,
             "v_ss": vq_ * es, "v_hs": vh_ * es, "v_bs": vb * es,
-            "o_ss": oq_ * es, "o_hs": oh_ * es, "o_bs": ob * es,
+            "o_ss": oq_ * eo, "o_hs": oh_ * eo, "o_bs": ob * eo,
             "qseq": seqstart_q, "kseq": seqstart_k, "qseq_pad": seqstart_q, "kseq_pad": seqstart_k,
             "lse_hs": (lse.stride(-2) if nhead_stride_lse is None else nhead_stride_lse) * 4,
             "q_descale": 0, "k_descale": 0, "v_descale": 0,

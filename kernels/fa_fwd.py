@@ -208,6 +208,8 @@ class _Builder:
         self.b_wait_start = True      # stagger: ... and before its extra barrier (tests break it)
         self.g = g = L.GEOMETRY[head_dim]
         self.q_shift = g.block_q.bit_length() - 1                  # row -> Q tile
+        # per 64-key step, for the regions' expected counts (kernels/fa_fwd_fp8.py has others)
+        self.q_loads, self.qk_reads, self.pv_mfmas, self.pv_reads = g.k_steps, 2 * g.k_steps, 16, 32
         name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align, head_dim)
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS if head_dim == 128 else PLAN_REGIONS_HD192,
                                  aliases=PLAN_ALIASES, strict=True)
@@ -417,27 +419,31 @@ class _Builder:
                     k.v_lshlrev_b32(TMP[2], 4, TMP[2])
                     k.v_mul_lo_u32(dst, TMP[1], A["k_ss" if tensor == "k" else "v_ss"])
                     k.v_add_u32(dst, dst, TMP[2])
-            # per-lane LDS read bases (fa_layouts.k_read_addr / v_read_addr)
-            k.v_lshrrev_b32(H4, 5, LANE)
-            k.v_lshlrev_b32(TMP[3], 4, H4)                              # 16 * (lane // 32)
-            k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32)
-            k.v_and_b32(TMP[0], 31, LANE)
-            k.v_mul_u32_u24(K_ADDR[0], g.k_stride, TMP[0])
-            k.v_add_u32(K_ADDR[0], K_ADDR[0], TMP[3])
-            k.v_add_u32(K_ADDR[1], g.lds_k[1], K_ADDR[0])
-            k.v_lshrrev_b32(TMP[1], 5, LANE)                            # g // 2
-            k.v_lshlrev_b32(TMP[1], 3, TMP[1])
-            k.v_bfe_u32(TMP[2], LANE, 2, 2)                             # r
-            k.v_add_u32(TMP[1], TMP[1], TMP[2])
-            k.v_mul_u32_u24(V_ADDR[0], g.v_stride, TMP[1])
-            k.v_bfe_u32(TMP[2], LANE, 4, 1)                             # g % 2
-            k.v_lshlrev_b32(TMP[2], 5, TMP[2])
-            k.v_and_b32(TMP[4], 3, LANE)                                # c
-            k.v_lshlrev_b32(TMP[4], 3, TMP[4])
-            k.v_add3_u32(V_ADDR[0], V_ADDR[0], TMP[2], TMP[4])
-            k.v_add_u32(V_ADDR[1], g.lds_v[1], V_ADDR[0])
-            k.v_add_u32(V_ADDR[0], g.lds_v[0], V_ADDR[0])
+            self.lds_read_bases()
             k.v_mov_b32(NEG_INF, float("-inf"))
+
+    def lds_read_bases(self):
+        """Per-lane LDS read bases (fa_layouts.k_read_addr / v_read_addr); H4 = 4 * (lane // 32)."""
+        k, g = self.k, self.g
+        k.v_lshrrev_b32(H4, 5, LANE)
+        k.v_lshlrev_b32(TMP[3], 4, H4)                              # 16 * (lane // 32)
+        k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32)
+        k.v_and_b32(TMP[0], 31, LANE)
+        k.v_mul_u32_u24(K_ADDR[0], g.k_stride, TMP[0])
+        k.v_add_u32(K_ADDR[0], K_ADDR[0], TMP[3])
+        k.v_add_u32(K_ADDR[1], g.lds_k[1], K_ADDR[0])
+        k.v_lshrrev_b32(TMP[1], 5, LANE)                            # g // 2
+        k.v_lshlrev_b32(TMP[1], 3, TMP[1])
+        k.v_bfe_u32(TMP[2], LANE, 2, 2)                             # r
+        k.v_add_u32(TMP[1], TMP[1], TMP[2])
+        k.v_mul_u32_u24(V_ADDR[0], g.v_stride, TMP[1])
+        k.v_bfe_u32(TMP[2], LANE, 4, 1)                             # g % 2
+        k.v_lshlrev_b32(TMP[2], 5, TMP[2])
+        k.v_and_b32(TMP[4], 3, LANE)                                # c
+        k.v_lshlrev_b32(TMP[4], 3, TMP[4])
+        k.v_add3_u32(V_ADDR[0], V_ADDR[0], TMP[2], TMP[4])
+        k.v_add_u32(V_ADDR[1], g.lds_v[1], V_ADDR[0])
+        k.v_add_u32(V_ADDR[0], g.lds_v[0], V_ADDR[0])
 
     def select_tile(self):
         """TILE of this pass, or a jump to .Lpass_end: one pass per workgroup (tile w), or with aiter's
@@ -504,10 +510,9 @@ class _Builder:
         with k.region("zero_o", expect={"valu": 64}):
             for i in range(64):
                 k.v_mov_b32(O[i], 0)
-        g, Q = self.g, self.Q
-        with k.region("load", expect={"vmem_load": g.k_steps, "lds_dma": 2 * g.k_dma + g.v_dma}):
-            for kk in range(g.k_steps):                                 # (AGPRs for head dim 192)
-                k.buffer_load_dwordx4(Q[4 * kk:4 * kk + 3], Q_VOFF, RS_Q, 0, offen=True, offset=L.q_imm(kk))
+        g = self.g
+        with k.region("load", expect={"vmem_load": self.q_loads, "lds_dma": 2 * g.k_dma + g.v_dma}):
+            self.load_q()
             # K_0 -> K buf0, K_min(1, n-1) -> K buf1, V_0 -> V buf0
             k.s_mov_b32(K_TILE_OFF, 0)
             for i in range(g.k_dma):
@@ -523,6 +528,11 @@ class _Builder:
         if self.q_prescale:
             self.scale_q()
         self._first_qk()
+
+    def load_q(self):
+        """Q as the B operand of Sᵀ = K·Qᵀ: one dwordx4 per MFMA k-step (AGPRs for head dim 192)."""
+        for kk in range(self.g.k_steps):
+            self.k.buffer_load_dwordx4(self.Q[4 * kk:4 * kk + 3], Q_VOFF, RS_Q, 0, offen=True, offset=L.q_imm(kk))
 
     def scale_q(self):
         """In-flight Q scaling: Q <- round(Q * scale*log2e), so S comes out in exp2 units."""
@@ -547,7 +557,7 @@ class _Builder:
         g = self.g
         k.s_waitcnt(vmcnt=g.k_dma + g.v_dma)                            # K_0 landed (this wave's part)
         k.s_barrier()                                                   # ... and every wave's
-        with k.region("qk_first", expect={"mfma": 2 * g.k_steps, "ds_read": 2 * g.k_steps}):
+        with k.region("qk_first", expect={"mfma": 2 * g.k_steps, "ds_read": self.qk_reads}):
             self.qk_cluster(S[0:31], 0, softmax=None, dma=None)
 
     # ---- clusters -----------------------------------------------------------------------------
@@ -665,7 +675,12 @@ class _Builder:
             k.v_exp_f32(X[i], X[i]); yield
         for i in range(32):
             k.v_add_f32(L_RUN, L_RUN, X[i]); yield
-        # pack P in place (fa_layouts.pack_p): regs 8kk..8kk+3 become 8 bf16 of keys, then swap
+        yield from self.pack_p(X)
+
+    def pack_p(self, X):
+        """P in place as the B operand of the P·V MFMAs (fa_layouts.pack_p): regs 8kk..8kk+3 become
+        8 bf16 of keys, then swap."""
+        k = self.k
         for kk in range(4):
             for e in range(4):
                 k.instr(self.cvt_pk, X[8 * kk + e], X[8 * kk + 2 * e], X[8 * kk + 2 * e + 1]); yield
@@ -742,7 +757,7 @@ class _Builder:
             k.s_waitcnt(vmcnt=0 if tight or guard else nv)
             k.s_barrier()                     # every wave: K_{j+1} in LDS, done with step j-1's buffers
             exp_n, nqk = 33, 2 * self.g.k_steps
-            with k.region("qk_softmax", expect={"mfma": nqk, "ds_read": nqk, "lds_dma": nk + nv, "exp": exp_n,
+            with k.region("qk_softmax", expect={"mfma": nqk, "ds_read": self.qk_reads, "lds_dma": nk + nv, "exp": exp_n,
                                                  "valu": (144 + nk + nv, 169 + nk + nv)}):
                 self.qk_cluster(nxt, 1 - p, softmax=self.softmax(cur), dma=self.dma_gen(p, 1 - p))
             if guard:                         # V_j -> KV now: after the barrier group A overwrites V buffer p
@@ -761,10 +776,13 @@ class _Builder:
             # V_j landed (K_{j+2}, V_{j+1} may still fly); group B: K_{j+2} too -- A reads it after this barrier
             k.s_waitcnt(vmcnt=nv if tight else nk + nv)
             k.s_barrier()
-            with k.region("pv", expect={"mfma": 16, "ds_read": 0 if guard else 32}):
+            with k.region("pv", expect={"mfma": self.pv_mfmas, "ds_read": 0 if guard else self.pv_reads}):
                 self.pv_cluster(cur, p, prefetched=guard)
             k.s_add_u32(STEP, STEP, 1)
             k.s_cmp_lt_u32(STEP, N_TILES)
+
+    def o_scale(self):
+        """CORR = the factor O is multiplied by before the store (1 / row sum); a hook for fp8's V descale."""
 
     def epilogue(self):
         k = self.k
@@ -778,6 +796,7 @@ class _Builder:
             k.v_cmp_eq_f32(vcc, 0, L_RUN)                              # a row with no valid key: O = 0
             k.s_nop(1)
             k.v_cndmask_b32(CORR, CORR, 0, vcc)
+            self.o_scale()
             k.s_nop(8)                                                  # last PV MFMA -> VALU read of O
             for i in range(64):
                 k.v_mul_f32(O[i], CORR, O[i])

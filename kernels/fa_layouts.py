@@ -38,7 +38,7 @@ ROWS_PER_WAVE = 32            # one 32x32 MFMA column block: one query per lane 
 DMA_CHUNK = 64 * 16           # one buffer_load_dwordx4 ... lds writes 1 KiB contiguous LDS
 # Division by the row stride in 16-byte slots, as the kernel does it (v_mul_u32_u24 + shift);
 # exact for every slot index of a tile (tested exhaustively).
-DIV_MAGIC = {17: (3856, 16), 20: (3277, 16), 25: (2622, 16)}
+DIV_MAGIC = {9: (7282, 16), 17: (3856, 16), 20: (3277, 16), 25: (2622, 16)}
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,37 @@ class Geometry:
 HD128 = Geometry(128, 8)
 HD192 = Geometry(192, 4)
 GEOMETRY = {128: HD128, 192: HD192}
-for _g in GEOMETRY.values():
+
+
+@dataclass(frozen=True)
+class Fp8Geometry(Geometry):
+    """fp8 Q/K/V (one byte per element; kernels/fa_fwd_fp8.py): rows of d bytes plus one 16-byte
+    padding slot (36 dwords = 4*odd for d 128: conflict-free ds_read_b128 as for bf16), and MFMA
+    k-steps of 64 (v_mfma_f32_32x32x64_f8f6f4). fp8 hd256 rows are bf16 hd128's bytes."""
+    @property
+    def k_stride(self) -> int:
+        return self.d_qk + 16
+
+    @property
+    def v_stride(self) -> int:
+        return self.d_v + 16
+
+    @property
+    def k_cols(self) -> int:
+        return self.d_qk // 16
+
+    @property
+    def v_cols(self) -> int:
+        return self.d_v // 16
+
+    @property
+    def k_steps(self) -> int:
+        return self.d_qk // 64
+
+
+FP8_HD128 = Fp8Geometry(128, 8, 128)
+FP8_GEOMETRY = {128: FP8_HD128}
+for _g in list(GEOMETRY.values()) + list(FP8_GEOMETRY.values()):
     assert (_g.k_stride // 4) % 8 == 4 and BLOCK_K * _g.k_stride % DMA_CHUNK == 0
     assert _g.k_slots in DIV_MAGIC and _g.v_slots in DIV_MAGIC
 
@@ -228,6 +258,43 @@ def s_key(lane, r: int, kb: int):
 def mask_const(r: int, kb: int) -> int:
     """Key offset of accumulator r in block kb without the lane-half term (an inline constant)."""
     return 32 * kb + 8 * (r // 4) + r % 4
+
+
+# ---- fp8 (kernels/fa_fwd_fp8.py): v_mfma_f32_32x32x64_f8f6f4 ------------------------------------
+# §2 with K_L = 32: A[i][k] is byte k % 32 of lane i + 32*(k//32), B[k][j] of lane j + 32*(k//32).
+def k_read_addr_fp8(lane, k_stride: int):
+    """K (A of Sᵀ = K·Qᵀ, 64 d per MFMA): lane reads row lane%32, bytes 32*(lane//32) + 0..31 of
+    the step: two ds_read_b128 at this + k_read_imm_fp8."""
+    lane = np.asarray(lane)
+    return (lane % 32) * k_stride + 32 * (lane // 32)
+
+
+def k_read_imm_fp8(kb: int, kk: int, part: int, k_stride: int) -> int:
+    return 32 * kb * k_stride + 64 * kk + 16 * part
+
+
+def p_key_fp8(v: int) -> int:
+    """Key (within a lane half's 32) of byte v (0..31) of the P operand after pack_p: packed Sᵀ
+    accumulators 4m+e of key block h land in regs m (lane half 0's keys 8m+e) and 4+m (half 1's
+    keys 8m+4+e) once permlane32 swaps the blocks: lane half h then holds keys 32h + p_key_fp8(v)."""
+    return 8 * ((v // 4) % 4) + 4 * (v // 16) + v % 4
+
+
+V_TR_ROWS_FP8 = tuple(p_key_fp8(8 * t) for t in range(4))       # (0, 16, 4, 20): row offset of read t
+
+
+def v_read_addr_fp8(lane, v_stride: int):
+    """V (A of Oᵀ = Vᵀ·Pᵀ, 64 keys per MFMA) by ds_read_b64_tr_b8 (§3.1, E = 8): in 16-lane block g,
+    output lane j gets byte j%8 of reader lane 2r + j//8 for r = 0..7.  Reader lane 16g + 2r + c
+    reads row 32*(g//2) + p_key_fp8(r), bytes 16*(g%2) + 8c: output lane l then holds d = l%32 and
+    keys 32*(l//32) + p_key_fp8(8t + r) for read t (+ v_read_imm_fp8)."""
+    lane = np.asarray(lane)
+    g, r, c = lane // 16, (lane % 16) // 2, lane % 2
+    return (32 * (g // 2) + p_key_fp8(r)) * v_stride + 16 * (g % 2) + 8 * c
+
+
+def v_read_imm_fp8(db: int, t: int, v_stride: int) -> int:
+    return V_TR_ROWS_FP8[t] * v_stride + 32 * db
 
 
 # ---- number formats ---------------------------------------------------------------------------

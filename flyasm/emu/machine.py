@@ -183,6 +183,10 @@ class Machine:
         self.check_inflight = check_inflight
         from .hazards import setup_fidelity
         setup_fidelity(self, hazards, races, strict, waive)  # dynamic hazards, LDS races, strict ISA errors
+        if check_inflight not in (True, False, "land"):
+            raise EmuError(f"check_inflight is True, False or 'land', not {check_inflight!r}")
+        if check_inflight == "land":
+            self.report.report_kinds = self.report.report_kinds | {"wait"}
         self.busyR = np.zeros((W, nr), np.int16)
         self.busyS = np.zeros((W, NS), np.int16)
         self.issued = {"vm": np.zeros(W, np.int64), "lgkm": np.zeros(W, np.int64)}
@@ -366,8 +370,22 @@ class Machine:
         inst = self.program.insts[i]
         prod = where(producer.inst) if producer else "an in-flight load"
         ctr = producer.counter + "cnt" if producer else "the counter"
-        raise EmuError(f"{where(inst)} uses {name} while {prod} will still write it (wave {wave}): "
-                       f"add s_waitcnt {ctr}(...) before it")
+        msg = (f"{where(inst)} uses {name} while {prod} will still write it (wave {wave}): "
+               f"add s_waitcnt {ctr}(...) before it")
+        if self.check_inflight != "land" or producer is None:
+            raise EmuError(msg)
+        # "land": the kernel relies on the load having returned by now (timing, not a counter);
+        # these waves' ops of that counter up to the producer land here, and the report says so
+        self.report.hit("wait", "inflight_read", inst, producer.inst, wave, int(self.wg_of[wave]), 1, msg)
+        ids = self.ids(w)
+        seq = np.full(self.W, -1, np.int64)
+        for rec in self.queues[producer.counter]:
+            if rec is producer:
+                seq[rec.waves] = rec.seq
+        lim = self.issued[producer.counter][ids] - 1 - seq[ids]
+        for n in sorted(set(lim[seq[ids] >= 0].tolist())):
+            self.wait(ids[(seq[ids] >= 0) & (lim == n)], **{producer.counter: n})
+        self.check_regs(w, i)
 
     def check_lds(self, inst, flat: np.ndarray):
         if self.n_lds_busy and self.lds_busy[flat].any():

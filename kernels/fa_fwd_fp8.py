@@ -1,0 +1,253 @@
+"""Attention forward with fp8 Q/K/V and bf16 O for gfx950: aiter's fp8bf16 keys (head dim 128).
+
+    k = build(causal=True, group=False)        # aiter's 656-byte arguments and grid, as fa_fwd's aiter_args
+
+The pipeline, register plan, DMA, masking, online softmax, causal tile pairing, group mode and
+epilogue are kernels/fa_fwd.py's (this is a subclass of its builder); what fp8 changes:
+
+  * Q·Kᵀ and P·V run on v_mfma_f32_32x32x64_f8f6f4 (OCP E4M3 both operands: cbsz = blgp = 0):
+    64 of d (or of keys) per MFMA, 16 passes; per 64-key step 4 Q·Kᵀ + 4 P·V MFMAs (bf16: 16 + 16
+    of 8 passes), so the MFMA time per step halves.
+  * K/V rows are d bytes (+ one 16-byte padding slot) in LDS (fa_layouts.Fp8Geometry); a K
+    fragment is two ds_read_b128 (32 bytes of one row), Q is 16 VGPRs (4 dwordx4 loads).
+  * P is rounded to fp8 (v_cvt_pk_fp8_f32, RNE) in place; a permlane32 swap of the two packed key
+    blocks gives each lane half the 32 keys of one block (fa_layouts.p_key_fp8 order), and V is
+    read in that key order with ds_read_b64_tr_b8 (fa_layouts.v_read_addr_fp8).  P ≤ 2^8 under
+    the lazy max, inside E4M3's range (448).  The row sum adds the unrounded P (as for bf16).
+  * Descales (aiter's ptr_{q,k,v}_descale: float32, at b * s_descale_*_Bs + h * s_descale_*_Hs,
+    h = the Q head for q and the K/V head for k and v): scores are scale * dq * dk * (q·k), so the
+    softmax constant absorbs dq * dk; O is multiplied by dv with 1 / row sum.  LSE is the natural
+    log of the sum of exp of those scores.  Convention pinned by aiter's own fwd_hd128_fp8.co in
+    the emulator (tests/test_emu_aiter_fmha.py), which reads the three descales as scalars.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from flyasm import Kernel, s, v
+from flyasm.plan import RegisterPlan
+
+try:
+    from . import fa_fwd as F
+except ImportError:                      # loaded as a top-level module (tests put kernels/ on the path)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import fa_fwd as F
+L = F.L
+
+DTYPE = "fp8bf16"                        # aiter's manifest dtype: fp8 Q/K/V, bf16 O
+MFMA = "v_mfma_f32_32x32x64_f8f6f4"
+# fa_fwd's plan, with Q in 16 VGPRs and 8 DMA M0s (2 K + 2 V chunks per wave, 2 buffers): the
+# descales live in s[72:74] (dq, dk, dv as float32 bits)
+PLAN_REGIONS = dict(F.PLAN_REGIONS, Q=v[160:175], dma_m0=s[64:71], descale=s[72:75])
+DQ, DK, DV = s[72], s[73], s[74]
+
+
+class _Fp8Builder(F._Builder):
+    def __init__(self, causal, group, head_dim, lazy_rescale, setprio):
+        if head_dim not in L.FP8_GEOMETRY:
+            raise ValueError(f"fp8 head_dim is one of {sorted(L.FP8_GEOMETRY)}, not {head_dim!r}")
+        super().__init__("bf16", causal, 8, 8, True, lazy_rescale, setprio, False, group=group)
+        self.g = g = L.FP8_GEOMETRY[head_dim]
+        self.q_shift = g.block_q.bit_length() - 1
+        name = F.build_name(DTYPE, causal, aiter_args=True, group=group, head_dim=head_dim)
+        self.plan = RegisterPlan(name, regions=PLAN_REGIONS, aliases=F.PLAN_ALIASES, strict=True)
+        self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024, arg_layout="aiter", workgroup_ids="xyz",
+                        plan=self.plan)
+        self.k.lds_scratch(g.lds_dump, g.lds_bytes)
+        self.args = {n: self.k.arg(n, t) for n, t in F.AITER_ARGS}
+        self.mfma = self.k.instr
+        self.mfma_name = MFMA
+        self.cvt_pk = "v_cvt_pk_bf16_f32"          # O (fa_fwd's epilogue); P has its own pack_p
+        self.Q = PLAN_REGIONS["Q"]
+        m0 = iter(F.DMA_M0[i] for i in range(8))
+        self.m0_sgpr = {(t, b, i): next(m0) for t in "kv" for b in range(2)
+                        for i in range(g.k_dma if t == "k" else g.v_dma)}
+        x, y, z = (self.k.workgroup_id(a) for a in "xyz")
+        self.wg_tile, self.wg_head, self.wg_batch = (z, x, y) if group else (x, y, z)
+        self.q_loads, self.qk_reads = 2 * g.k_steps, 4 * g.k_steps
+        self.pv_mfmas, self.pv_reads = g.d_v // 32, 4 * (g.d_v // 32)
+
+    # ---- prologue -----------------------------------------------------------------------------
+    def setup(self):
+        super().setup()
+        self.descales()
+
+    def descales(self):
+        """dq, dk, dv from aiter's pointers and byte strides; the score constant takes dq * dk."""
+        k, A = self.k, F.ARG_SGPR
+        arg = self.args
+        # free until the tile loop: N_TILES/STEP/KBASE (s54:56), V_TILE_OFF/Q0 (s62:63), mask SGPRs
+        ptrs = {"q_descale": s[78:79], "k_descale": s[80:81], "v_descale": s[60:61]}
+        strides = {"dq_bs": s[54], "dq_hs": s[55], "dk_bs": s[56], "dk_hs": s[62], "dv_bs": s[63], "dv_hs": s[75]}
+        with k.region("descale", expect={"smem": 12}):
+            for n, r in ptrs.items():
+                k.s_load_dwordx2(r, k.kernarg_ptr, arg[n].offset)
+            for n, r in strides.items():
+                k.s_load_dword(r, k.kernarg_ptr, arg[n].offset)
+            k.s_waitcnt(lgkmcnt=0)
+            offs = []
+            for t, head in (("q", self.wg_head), ("k", F.HK), ("v", F.HK)):
+                bs, hs = strides[f"d{t}_bs"], strides[f"d{t}_hs"]
+                k.s_mul_i32(bs, self.wg_batch, bs)
+                k.s_mul_i32(hs, head, hs)
+                k.s_add_u32(bs, bs, hs)
+                offs.append(bs)
+            for dst, (n, off) in zip((DQ, DK, DV), zip(ptrs, offs)):
+                k.s_load_dword(dst, ptrs[n], off)
+            k.s_waitcnt(lgkmcnt=0)
+            t0 = F.TMP[0]
+            k.v_mov_b32(t0, A["scale"])
+            k.v_mul_f32(t0, DQ, t0)
+            k.v_mul_f32(t0, DK, t0)
+            k.s_nop(0)                                                  # VALU write -> readfirstlane
+            k.v_readfirstlane_b32(A["scale"], t0)                      # scale * dq * dk
+
+    def load_q(self):
+        """Q as the B operand of Sᵀ = K·Qᵀ (64 d per MFMA): lane holds row lane%32, bytes
+        64kk + 32*(lane//32) + 0..31: two dwordx4 per k-step (Q_VOFF has 16*(lane//32) already)."""
+        k, t0 = self.k, F.TMP[0]
+        k.v_lshl_add_u32(t0, F.H4, 2, F.Q_VOFF)
+        for kk in range(self.g.k_steps):
+            for part in range(2):
+                r = 8 * kk + 4 * part
+                k.buffer_load_dwordx4(self.Q[r:r + 3], t0, F.RS_Q, 0, offen=True, offset=64 * kk + 16 * part)
+
+    def lds_read_bases(self):
+        """K: fa_layouts.k_read_addr_fp8; V: v_read_addr_fp8; H4 = 4 * (lane // 32)."""
+        k, g, T = self.k, self.g, F.TMP
+        LANE, H4 = F.LANE, F.H4
+        k.v_lshrrev_b32(H4, 5, LANE)                                # lane // 32
+        k.v_lshlrev_b32(T[3], 5, H4)                                # 32 * (lane // 32)
+        k.v_and_b32(T[0], 31, LANE)
+        k.v_mul_u32_u24(F.K_ADDR[0], g.k_stride, T[0])
+        k.v_add_u32(F.K_ADDR[0], F.K_ADDR[0], T[3])
+        k.v_add_u32(F.K_ADDR[1], g.lds_k[1], F.K_ADDR[0])
+        # V: row 32*(lane//32) + 8*(r//4) + r%4 with r = (lane%16)//2; bytes 16*(g%2) + 8*(lane%2)
+        k.v_bfe_u32(T[1], LANE, 1, 2)                               # r % 4
+        k.v_bfe_u32(T[2], LANE, 3, 1)                               # r // 4
+        k.v_lshl_add_u32(T[1], T[2], 3, T[1])
+        k.v_add_u32(T[1], T[3], T[1])
+        k.v_mul_u32_u24(F.V_ADDR[0], g.v_stride, T[1])
+        k.v_bfe_u32(T[2], LANE, 4, 1)                               # g % 2
+        k.v_and_b32(T[4], 1, LANE)                                  # c
+        k.v_lshlrev_b32(T[4], 3, T[4])
+        k.v_lshl_add_u32(T[2], T[2], 4, T[4])
+        k.v_add_u32(F.V_ADDR[0], F.V_ADDR[0], T[2])
+        k.v_add_u32(F.V_ADDR[1], g.lds_v[1], F.V_ADDR[0])
+        k.v_add_u32(F.V_ADDR[0], g.lds_v[0], F.V_ADDR[0])
+        k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32), as fa_fwd
+
+    def _first_qk(self):
+        super()._first_qk()
+        self.k.s_nop(6)              # 16-pass MFMA D -> the first step's mask (VALU) needs 20 wait states
+
+    # ---- clusters -----------------------------------------------------------------------------
+    def qk_cluster(self, s_out, kbuf, softmax, dma):
+        """2 x k_steps MFMAs Sᵀ = K·Qᵀ (alternating the two key blocks' accumulators); every K
+        fragment (two ds_read_b128 into 8 KV registers) is read up front; softmax / DMA
+        instructions fill the MFMA shadows as in fa_fwd."""
+        k, g = self.k, self.g
+        if self.setprio:
+            k.s_setprio(1)
+        frags = [(kb, kk) for kk in range(g.k_steps) for kb in range(2)]
+        for f, (kb, kk) in enumerate(frags):
+            for part in range(2):
+                r = 8 * f + 4 * part
+                k.ds_read_b128(F.KV[r:r + 3], F.K_ADDR[kbuf],
+                               offset=L.k_read_imm_fp8(kb, kk, part, g.k_stride)).lds_buffer = f"k{kbuf}"
+        n = len(frags)
+        for f, (kb, kk) in enumerate(frags):
+            k.s_waitcnt(lgkmcnt=2 * (n - f - 1))
+            acc = s_out[16 * kb:16 * kb + 15]
+            self.mfma(self.mfma_name, acc, F.KV[8 * f:8 * f + 7], self.Q[8 * kk:8 * kk + 7], 0 if kk == 0 else acc)
+            if dma is not None:
+                for _ in range(3 * (g.k_dma + g.v_dma) // n + 1):
+                    next(dma, None)
+            if softmax is not None:
+                for _ in range(150 // n):
+                    next(softmax, None)
+        for gen in (dma, softmax):
+            if gen is not None:
+                for _ in gen:
+                    pass
+        if self.setprio:
+            k.s_setprio(0)
+
+    def read_v(self, db, vbuf):
+        """Vᵀ fragment of d block db (64 keys, fa_layouts order): four ds_read_b64_tr_b8 into KV[8db:8db+7]."""
+        for t in range(4):
+            self.k.ds_read_b64_tr_b8(F.KV[8 * db + 2 * t:8 * db + 2 * t + 1], F.V_ADDR[vbuf],
+                                     offset=L.v_read_imm_fp8(db, t, self.g.v_stride)).lds_buffer = f"v{vbuf}"
+
+    def pv_cluster(self, p_regs, vbuf, prefetched=False):
+        """Oᵀ[db] += Vᵀ·Pᵀ, one MFMA per 32 d; V fragments read two d blocks ahead."""
+        k, nb = self.k, self.pv_mfmas
+        if self.setprio:
+            k.s_setprio(1)
+        for db in range(min(2, nb)):
+            self.read_v(db, vbuf)
+        for db in range(nb):
+            k.s_waitcnt(lgkmcnt=4 if db + 1 < nb else 0)
+            acc = F.O[16 * db:16 * db + 15]
+            self.mfma(self.mfma_name, acc, F.KV[8 * db:8 * db + 7], p_regs[0:7], acc)
+            if db + 2 < nb:
+                self.read_v(db + 2, vbuf)
+        if self.setprio:
+            k.s_setprio(0)
+
+    def pack_p(self, X):
+        """P to fp8 in place: key block kb's 16 accumulators -> X[4kb:4kb+3] (accumulator 4m+e ->
+        byte e of register m), then permlane32 swaps X[i] (hi lanes) with X[4+i] (lo lanes): lane
+        half h holds block h's keys in X[0:7] (fa_layouts.p_key_fp8)."""
+        k = self.k
+        for kb in range(2):
+            for m in range(4):
+                for hi in range(2):
+                    src = X[16 * kb + 4 * m + 2 * hi]
+                    k.v_cvt_pk_fp8_f32(X[4 * kb + m], src, X[16 * kb + 4 * m + 2 * hi + 1],
+                                       **({"op_sel": [0, 0, 1]} if hi else {})); yield
+        for i in range(4):
+            k.v_permlane32_swap_b32(X[i], X[4 + i]); yield
+
+    def o_scale(self):
+        self.k.v_mul_f32(F.CORR, DV, F.CORR)                        # O = dv * P·V / row sum
+
+
+def build(causal=False, group=False, head_dim=128, *, lazy_rescale=True, setprio=True):
+    """The fp8bf16 kernel of one aiter key (aiter's arguments and grid; see fa_fwd.build(aiter_args=True))."""
+    return _Fp8Builder(causal, group, head_dim, lazy_rescale, setprio).build()
+
+
+def reference(q8, k8, v8, descales, causal=False, scale=None):
+    """float32 torch reference on the dequantised inputs: q8/k8/v8 [B, H, S, D] float8_e4m3fn,
+    descales (dq, dk, dv) scalars; bottom-right causal (aiter's mask 2) -> (out, lse) as fa_fwd.reference."""
+    dq, dk, dv = descales
+    return F.reference(q8.float() * dq, k8.float() * dk, v8.float() * dv, causal=causal,
+                       scale=scale, align="bottom_right")
+
+
+def run(q8, k8, v8, descales, causal=False, scale=None, kernel=None, seed=None):
+    """Launch with aiter's arguments and grid on q8 [B, Hq, Sq, D], k8/v8 [B, Hkv, Sk, D]
+    (float8_e4m3fn) and descales (dq, dk, dv); returns (out [B, Hq, Sq, D] bf16, lse [B, Hq, Sq])."""
+    import math
+
+    import torch
+    from flyasm.dispatch import aiter_fwd_values, aiter_grid
+    from flyasm.run import launch
+    B, Hq, Sq, D = q8.shape
+    g = L.FP8_GEOMETRY[D]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    q8, k8, v8 = (t.contiguous() for t in (q8, k8, v8))
+    kern = kernel or build(causal=causal, head_dim=D)
+    out = torch.full((B, Hq, Sq, v8.shape[3]), float("nan"), dtype=torch.bfloat16)
+    lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
+    res = kern.build()
+    t = lambda x: x.transpose(1, 2)                          # noqa: E731  aiter's [B, S, H, D] views
+    vals = aiter_fwd_values(t(q8), t(k8), t(v8), t(out), lse, scale, ts_qo=g.block_q, causal=causal)
+    ds = [torch.tensor([float(d)], dtype=torch.float32) for d in descales]
+    vals.update(o=out, q=q8.view(torch.uint8), k=k8.view(torch.uint8), v=v8.view(torch.uint8),
+                q_descale=ds[0], k_descale=ds[1], v_descale=ds[2])
+    launch(res, aiter_grid(Sq, Hq, B, g.block_q, causal=bool(causal)), (64 * g.waves, 1, 1),
+           *[vals[a.name] for a in kern.args], kernel=kern.name, **({} if seed is None else {"seed": seed}))
+    return out, lse
