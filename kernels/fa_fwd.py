@@ -210,6 +210,7 @@ class _Builder:
         self.q_shift = g.block_q.bit_length() - 1                  # row -> Q tile
         # per 64-key step, for the regions' expected counts (kernels/fa_fwd_fp8.py has others)
         self.q_loads, self.qk_reads, self.pv_mfmas, self.pv_reads = g.k_steps, 2 * g.k_steps, 16, 32
+        self.O, self.n_db = O, g.d_v // 32                                 # Oᵀ accumulators: 16 per 32 d
         name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align, head_dim)
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS if head_dim == 128 else PLAN_REGIONS_HD192,
                                  aliases=PLAN_ALIASES, strict=True)
@@ -507,8 +508,9 @@ class _Builder:
             k.v_mov_b32(L_RUN, 0)
             k.v_mov_b32(TMP[5], A["scale"])
             k.v_mul_f32(TMP[5], LOG2E, TMP[5])                          # scale * log2(e)
-        with k.region("zero_o", expect={"valu": 64}):
-            for i in range(64):
+        O, n_o = self.O, 16 * self.n_db
+        with k.region("zero_o", expect={"valu": n_o}):
+            for i in range(n_o):
                 k.v_mov_b32(O[i], 0)
         g = self.g
         with k.region("load", expect={"vmem_load": self.q_loads, "lds_dma": 2 * g.k_dma + g.v_dma}):
@@ -798,10 +800,11 @@ class _Builder:
             k.v_cndmask_b32(CORR, CORR, 0, vcc)
             self.o_scale()
             k.s_nop(8)                                                  # last PV MFMA -> VALU read of O
-            for i in range(64):
+            O, nb = self.O, self.n_db
+            for i in range(16 * nb):
                 k.v_mul_f32(O[i], CORR, O[i])
-            with k.region("store_o", expect={"vmem_store": 8, "valu": 48}):
-                for db in range(4):
+            with k.region("store_o", expect={"vmem_store": 2 * nb, "valu": 12 * nb}):
+                for db in range(nb):
                     for c in range(2):
                         base = 16 * db + 8 * c
                         for e in range(4):

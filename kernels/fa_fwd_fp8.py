@@ -40,6 +40,11 @@ MFMA = "v_mfma_f32_32x32x64_f8f6f4"
 # fa_fwd's plan, with Q in 16 VGPRs and 8 DMA M0s (2 K + 2 V chunks per wave, 2 buffers): the
 # descales live in s[72:74] (dq, dk, dv as float32 bits)
 PLAN_REGIONS = dict(F.PLAN_REGIONS, Q=v[160:175], dma_m0=s[64:71], descale=s[72:75])
+# Head dim 256 (Q/K/V/O): 8 waves of 32 rows (aiter launches 512 threads, ts_qo 256), so two waves
+# share a SIMD and each may hold 256 registers: Oᵀ takes 128 (8 d blocks), Q 32, and Sᵀ has ONE
+# 32-register tile (no ping-pong: the step runs Q·Kᵀ, softmax, P·V in turn, see loop_single);
+# K and V fragments go through a 4-slot ring of 8 registers each.
+PLAN_REGIONS_HD256 = dict(PLAN_REGIONS, S=v[32:63], Q=v[64:95], O=v[96:223], KV=v[224:255])
 DQ, DK, DV = s[72], s[73], s[74]
 
 
@@ -50,8 +55,10 @@ class _Fp8Builder(F._Builder):
         super().__init__("bf16", causal, 8, 8, True, lazy_rescale, setprio, False, group=group)
         self.g = g = L.FP8_GEOMETRY[head_dim]
         self.q_shift = g.block_q.bit_length() - 1
-        name = F.build_name(DTYPE, causal, aiter_args=True, group=group, head_dim=head_dim)
-        self.plan = RegisterPlan(name, regions=PLAN_REGIONS, aliases=F.PLAN_ALIASES, strict=True)
+        name = kernel_name(causal, group, head_dim)
+        self.single = head_dim == 256
+        regions = PLAN_REGIONS_HD256 if self.single else PLAN_REGIONS
+        self.plan = RegisterPlan(name, regions=regions, aliases={} if self.single else F.PLAN_ALIASES, strict=True)
         self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024, arg_layout="aiter", workgroup_ids="xyz",
                         plan=self.plan)
         self.k.lds_scratch(g.lds_dump, g.lds_bytes)
@@ -59,10 +66,15 @@ class _Fp8Builder(F._Builder):
         self.mfma = self.k.instr
         self.mfma_name = MFMA
         self.cvt_pk = "v_cvt_pk_bf16_f32"          # O (fa_fwd's epilogue); P has its own pack_p
-        self.Q = PLAN_REGIONS["Q"]
-        m0 = iter(F.DMA_M0[i] for i in range(8))
-        self.m0_sgpr = {(t, b, i): next(m0) for t in "kv" for b in range(2)
-                        for i in range(g.k_dma if t == "k" else g.v_dma)}
+        self.Q, self.O, self.KV = regions["Q"], regions["O"], regions["KV"]
+        self.n_db, self.kv_slots = g.d_v // 32, 4
+        m0 = iter(F.DMA_M0[i] for i in range(1 if self.single else 0, 8))
+        if self.single:      # M0 in an SGPR only for chunks some wave dumps (fa_fwd.set_m0: WAVE_1K + constant)
+            self.m0_sgpr = {(t, b, i): next(m0) for t, n, nd in (("k", g.k_chunks, g.k_dma), ("v", g.v_chunks, g.v_dma))
+                            for i in range(nd) if g.waves * (i + 1) > n for b in range(2)}
+        else:
+            self.m0_sgpr = {(t, b, i): next(m0) for t in "kv" for b in range(2)
+                            for i in range(g.k_dma if t == "k" else g.v_dma)}
         x, y, z = (self.k.workgroup_id(a) for a in "xyz")
         self.wg_tile, self.wg_head, self.wg_batch = (z, x, y) if group else (x, y, z)
         self.q_loads, self.qk_reads = 2 * g.k_steps, 4 * g.k_steps
@@ -139,28 +151,39 @@ class _Fp8Builder(F._Builder):
         k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32), as fa_fwd
 
     def _first_qk(self):
+        if self.single:              # loop_single computes every Sᵀ in its step
+            return
         super()._first_qk()
         self.k.s_nop(6)              # 16-pass MFMA D -> the first step's mask (VALU) needs 20 wait states
 
     # ---- clusters -----------------------------------------------------------------------------
     def qk_cluster(self, s_out, kbuf, softmax, dma):
-        """2 x k_steps MFMAs Sᵀ = K·Qᵀ (alternating the two key blocks' accumulators); every K
-        fragment (two ds_read_b128 into 8 KV registers) is read up front; softmax / DMA
+        """2 x k_steps MFMAs Sᵀ = K·Qᵀ (alternating the two key blocks' accumulators); K fragments
+        (two ds_read_b128 into 8 KV registers) go through the 4-slot ring, fragment f + 4 read into
+        slot f % 4 once MFMA f has issued (head dim 128: all four up front); softmax / DMA
         instructions fill the MFMA shadows as in fa_fwd."""
-        k, g = self.k, self.g
+        k, g, KV = self.k, self.g, self.KV
         if self.setprio:
             k.s_setprio(1)
         frags = [(kb, kk) for kk in range(g.k_steps) for kb in range(2)]
-        for f, (kb, kk) in enumerate(frags):
-            for part in range(2):
-                r = 8 * f + 4 * part
-                k.ds_read_b128(F.KV[r:r + 3], F.K_ADDR[kbuf],
-                               offset=L.k_read_imm_fp8(kb, kk, part, g.k_stride)).lds_buffer = f"k{kbuf}"
         n = len(frags)
+        ns = min(n, self.kv_slots)
+
+        def read(f):
+            kb, kk = frags[f]
+            for part in range(2):
+                r = 8 * (f % ns) + 4 * part
+                k.ds_read_b128(KV[r:r + 3], F.K_ADDR[kbuf],
+                               offset=L.k_read_imm_fp8(kb, kk, part, g.k_stride)).lds_buffer = f"k{kbuf}"
+        for f in range(ns):
+            read(f)
         for f, (kb, kk) in enumerate(frags):
-            k.s_waitcnt(lgkmcnt=2 * (n - f - 1))
+            k.s_waitcnt(lgkmcnt=2 * (min(n, f + ns) - f - 1))
             acc = s_out[16 * kb:16 * kb + 15]
-            self.mfma(self.mfma_name, acc, F.KV[8 * f:8 * f + 7], self.Q[8 * kk:8 * kk + 7], 0 if kk == 0 else acc)
+            r = 8 * (f % ns)
+            self.mfma(self.mfma_name, acc, KV[r:r + 7], self.Q[8 * kk:8 * kk + 7], 0 if kk == 0 else acc)
+            if f + ns < n:
+                read(f + ns)
             if dma is not None:
                 for _ in range(3 * (g.k_dma + g.v_dma) // n + 1):
                     next(dma, None)
@@ -175,9 +198,10 @@ class _Fp8Builder(F._Builder):
             k.s_setprio(0)
 
     def read_v(self, db, vbuf):
-        """Vᵀ fragment of d block db (64 keys, fa_layouts order): four ds_read_b64_tr_b8 into KV[8db:8db+7]."""
+        """Vᵀ fragment of d block db (64 keys, fa_layouts order): four ds_read_b64_tr_b8 into ring slot db % 4."""
+        r = 8 * (db % self.kv_slots)
         for t in range(4):
-            self.k.ds_read_b64_tr_b8(F.KV[8 * db + 2 * t:8 * db + 2 * t + 1], F.V_ADDR[vbuf],
+            self.k.ds_read_b64_tr_b8(self.KV[r + 2 * t:r + 2 * t + 1], F.V_ADDR[vbuf],
                                      offset=L.v_read_imm_fp8(db, t, self.g.v_stride)).lds_buffer = f"v{vbuf}"
 
     def pv_cluster(self, p_regs, vbuf, prefetched=False):
@@ -189,8 +213,8 @@ class _Fp8Builder(F._Builder):
             self.read_v(db, vbuf)
         for db in range(nb):
             k.s_waitcnt(lgkmcnt=4 if db + 1 < nb else 0)
-            acc = F.O[16 * db:16 * db + 15]
-            self.mfma(self.mfma_name, acc, F.KV[8 * db:8 * db + 7], p_regs[0:7], acc)
+            acc, r = self.O[16 * db:16 * db + 15], 8 * (db % self.kv_slots)
+            self.mfma(self.mfma_name, acc, self.KV[r:r + 7], p_regs[0:7], acc)
             if db + 2 < nb:
                 self.read_v(db + 2, vbuf)
         if self.setprio:
@@ -210,8 +234,70 @@ class _Fp8Builder(F._Builder):
         for i in range(4):
             k.v_permlane32_swap_b32(X[i], X[4 + i]); yield
 
+    # ---- head dim 256: one Sᵀ tile, the step's phases in turn ----------------------------------
+    def loop(self, group_b=False):
+        if not self.single:
+            return super().loop(group_b)
+        k = self.k
+        k.s_mov_b32(F.STEP, 0)
+        k.label(".Lloop")
+        self.body_single(0)
+        k.s_cbranch_scc0(k.L(".Ltail"))
+        self.body_single(1)
+        k.s_cbranch_scc1(k.L(".Lloop"))
+        k.label(".Ltail")
+
+    def body_single(self, p):
+        """Step j with K_j and V_j in buffers p: Q·Kᵀ (V_{j+1} DMA -> V buffer 1-p in its shadow),
+        mask, softmax, rescale; then P·V after K_{j+2}'s DMA into K buffer p (every wave is past
+        its Q·Kᵀ: the barrier before P·V).  In issue order per wave: ..., V_j, K_{j+1}, V_{j+1},
+        K_{j+2}: K_j has V_j and K_{j+1} after it (vmcnt(nv + nk) at the step's start; the prologue's
+        K_0, K_1, V_0 and step 0's extra V_1 only make it stricter), and waiting V_j with vmcnt(nv)
+        also lands K_{j+1} (the prologue's V_0 has only V_1 after it)."""
+        k, g, S = self.k, self.g, PLAN_REGIONS_HD256["S"]
+        nk, nv = g.k_dma, g.v_dma
+        with k.region(f"step{p}"):
+            k.s_lshl_b32(F.KBASE, F.STEP, 6)
+            k.s_add_u32(F.ST0, F.STEP, 2)
+            k.s_sub_u32(F.ST1, F.N_TILES, 1)
+            k.s_min_u32(F.ST0, F.ST0, F.ST1)
+            k.s_mul_i32(F.K_TILE_OFF, F.ST0, F.K_SS64)
+            k.s_add_u32(F.ST0, F.STEP, 1)
+            k.s_min_u32(F.ST0, F.ST0, F.ST1)
+            k.s_mul_i32(F.V_TILE_OFF, F.ST0, F.V_SS64)
+            k.s_waitcnt(vmcnt=nk + nv)
+            k.s_barrier()                     # K_j in LDS; every wave done with step j-1's P·V (V buffer 1-p)
+            vdma = (self.dma("v", 1 - p, i, F.V_TILE_OFF) for i in range(nv))
+            with k.region("qk", expect={"mfma": 2 * g.k_steps, "ds_read": self.qk_reads, "lds_dma": nv}):
+                self.qk_cluster(S, p, softmax=None, dma=vdma)
+            k.s_nop(15)                       # 16-pass MFMA D -> VALU (mask / softmax) needs 20 wait states
+            k.s_nop(3)
+            self.mask(S, p)
+            with k.region("softmax", expect={"exp": 33}):
+                for _ in self.softmax(S):
+                    pass
+            skip = f".Lskip_rescale_{p}"
+            k.s_cmp_lg_u64(F.LAZY, 0)
+            k.s_cbranch_scc0(k.L(skip))
+            with k.region("rescale_o", expect={"valu": 16 * self.n_db}):
+                for i in range(16 * self.n_db):
+                    k.v_mul_f32(self.O[i], F.CORR, self.O[i])
+            k.label(skip)
+            k.s_waitcnt(vmcnt=nv)
+            k.s_barrier()                     # V_j in LDS; every wave past its Q·Kᵀ (K buffer p free)
+            with k.region("pv", expect={"mfma": self.pv_mfmas, "ds_read": self.pv_reads, "lds_dma": nk}):
+                for i in range(nk):
+                    self.dma("k", p, i, F.K_TILE_OFF)
+                self.pv_cluster(S, p)
+            k.s_add_u32(F.STEP, F.STEP, 1)
+            k.s_cmp_lt_u32(F.STEP, F.N_TILES)
+
     def o_scale(self):
         self.k.v_mul_f32(F.CORR, DV, F.CORR)                        # O = dv * P·V / row sum
+
+
+def kernel_name(causal=False, group=False, head_dim=128) -> str:
+    return f"fa_fwd_hd{head_dim}_{DTYPE}" + ("_causal" if causal else "") + ("_group" if group else "")
 
 
 def build(causal=False, group=False, head_dim=128, *, lazy_rescale=True, setprio=True):

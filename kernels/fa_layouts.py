@@ -147,7 +147,8 @@ class Fp8Geometry(Geometry):
 
 
 FP8_HD128 = Fp8Geometry(128, 8, 128)
-FP8_GEOMETRY = {128: FP8_HD128}
+FP8_HD256 = Fp8Geometry(256, 8, 256)
+FP8_GEOMETRY = {128: FP8_HD128, 256: FP8_HD256}
 for _g in list(GEOMETRY.values()) + list(FP8_GEOMETRY.values()):
     assert (_g.k_stride // 4) % 8 == 4 and BLOCK_K * _g.k_stride % DMA_CHUNK == 0
     assert _g.k_slots in DIV_MAGIC and _g.v_slots in DIV_MAGIC

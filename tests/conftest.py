@@ -56,3 +56,27 @@ def drop_in_missing(drop_in: Path) -> str | None:
     if not (list(Path("/usr/lib").glob("llvm-*/bin/clang++")) or shutil.which("clang++") or shutil.which("g++")):
         return "no C++ compiler for aiter's host code (install clang-22: tools/setup.sh)"
     return None
+
+
+def fp8_attention_bound(s, v, o_ref):
+    """Per-element bound on |O - O_ref| for an fp8 attention kernel that rounds P to OCP E4M3 before
+    P·V and divides by the row sum of the unrounded P (aiter's fp8bf16 convention; kernels/fa_fwd_fp8.py).
+
+    s: the reference's scores [.., Sq, Sk] (scale * dq * dk * q·k, -inf where masked, float32),
+    v: the dequantised V [.., Sk, D], o_ref: the float32 reference O.  With p_j = exp(s_j - max s)
+    (so max p = 1 and sum p >= 1 on a row that sees a key), a kernel rounds P = p_j * 2^delta,
+    delta >= 0 (its exponent is taken against a running max no larger than the true one); E4M3 RNE
+    errs by at most 2^-4 P for P >= 2^-6 (3 fraction bits) and by min(2^-10, P) below (subnormal
+    spacing 2^-9), so in the true max's units the error is e(p) = max(2^-4 p, min(2^-10, p)):
+        |dO| <= sum_j e(p_j) |v_j| / sum_j p_j  +  2^-9 |O|   (bf16 store of O, RNE)
+                + 2^-16 * sum_j p_j |v_j| / sum_j p_j        (fp32 exp / sums / the rounded score
+                                                             constant: |s| 2^-22-ish relative, << this)
+    A row with no visible key has O = 0 exactly (bound 0 there)."""
+    import torch
+    mx = s.amax(-1, keepdim=True)
+    p = torch.exp(s - torch.where(torch.isfinite(mx), mx, 0)).nan_to_num(0.0)
+    den = p.sum(-1, keepdim=True)
+    e = torch.maximum(2.0 ** -4 * p, torch.minimum(torch.full_like(p, 2.0 ** -10), p))
+    pv = p @ v.abs()
+    bound = (e @ v.abs() + 2.0 ** -16 * pv) / torch.where(den > 0, den, 1) + 2.0 ** -9 * o_ref.abs()
+    return bound

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import drop_in_missing
+from conftest import drop_in_missing, fp8_attention_bound
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def pack(set_dir, **kv) -> dict:
     return json.loads(r.stdout)
 
 
-def test_lookup_resolves_bf16_keys_to_our_kernels(kset):
+def test_lookup_resolves_all_16_keys_to_our_kernels(kset):
     r = drop_in(kset, "lookup")
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 16, r.stdout + r.stderr
@@ -72,6 +72,12 @@ def test_lookup_resolves_bf16_keys_to_our_kernels(kset):
             knl = f"fa_fwd_{hd}_bf16{sfx}"
             line = next(ln for ln in lines if ln.startswith(f"bf16 hdim {dims} {key} "))
             assert line.endswith(f"-> {knl} fmha_v3_fwd/{knl}.co ts_qo={ts_qo}"), line
+    for d in (128, 256):
+        for key, sfx in want.items():
+            knl = f"fa_fwd_hd{d}_fp8bf16{sfx}"
+            line = next(ln for ln in lines if ln.startswith(f"fp8bf16 hdim {d}/{d} {key} "))
+            assert line.endswith(f"-> {knl} fmha_v3_fwd/{knl}.co ts_qo=256"), line
+    assert r.returncode == 0, "every one of aiter's 16 keys resolves to one of our kernels"
     # no resolved key names a missing object or symbol (drop_in.sh prints those lines itself)
     assert "missing" not in r.stdout and "has no symbol" not in r.stdout
 
@@ -87,6 +93,12 @@ def test_codegen_rejects_nothing_and_extra_params_stay_out_of_the_csv(kset):
     e = d.select(dtype="bf16", hdim_q=192, hdim_v=128, mask=0, mode=0)
     assert e.params == {"aiter_args": True, "causal": False, "dtype": "bf16", "group": False, "head_dim": 192}
     assert e.block == (256,) and e.row["ts_qo"] == "128"
+    e = d.select(dtype="fp8bf16", hdim_q=128, mask=2, mode=0)
+    assert e.params == {"aiter_args": True, "causal": True, "dtype": "fp8bf16", "group": False}
+    assert e.block == (512,) and e.row["ts_qo"] == "256"
+    e = d.select(dtype="fp8bf16", hdim_q=256, hdim_v=256, mask=0, mode=1)
+    assert e.params == {"aiter_args": True, "causal": False, "dtype": "fp8bf16", "group": True, "head_dim": 256}
+    assert e.block == (512,) and e.row["ts_qo"] == "256"
 
 
 # ---- running aiter's bytes in the emulator ------------------------------------------------------
@@ -217,6 +229,99 @@ def test_group_mode_against_torch(kset, case):
         ref, ref_lse = fa_fwd.reference(bh(q[qs]), bh(k[ks]), bh(v[ks]), causal=bool(mask), scale=scale,
                                         align="bottom_right")
         _assert_close(bh(got["o"][qs]), got["lse"][:, qs][None], ref, ref_lse, f"{p['knl_name']} {case} seq {i}")
+
+
+# ---- fp8bf16: fp8 Q/K/V with descales, bf16 O (kernels/fa_fwd_fp8.py) ------------------------------
+# Inputs: randn * 2 quantised to OCP E4M3 (torch.float8_e4m3fn, gfx950's fp8: the f8f6f4 MFMA's
+# format 0) -- that quantisation is the test's input, not an error. The reference dequantises with
+# the descales and computes in float32; the kernel's one extra rounding (P to E4M3 before P·V) is
+# bounded per element by conftest.fp8_attention_bound. LSE never sees it: LSE_ATOL as for bf16.
+F8 = torch.float8_e4m3fn
+FP8_CASES = {
+    # name: (batch, hq, hkv, q lengths, k lengths, mask, descales, head dim); one length each = batch
+    # mode (bhsd strides), several = group mode
+    "fp8_gqa4_ragged_bhsd": (1, 4, 1, [200], [130], 0, (0.7, 1.3, 0.45), 128),
+    "fp8_causal_sq_gt_sk_batch2": (2, 2, 1, [300], [170], 2, (1.9, 0.6, 2.5), 128),
+    "fp8_three_seqs_gqa2": (3, 2, 1, [100, 300, 37], [70, 260, 129], 0, (0.35, 1.7, 1.2), 128),
+    # Sq > Sk (rows that see no key), Sq < Sk, and a 2-tile sequence (both tiles of one workgroup)
+    "fp8_causal_three_seqs_gqa2": (3, 2, 1, [300, 64, 130], [170, 100, 200], 2, (1.4, 0.8, 0.6), 128),
+    "fp8_hd256_gqa2_ragged_bhsd": (1, 2, 1, [150], [200], 0, (0.6, 1.5, 0.8), 256),
+    "fp8_hd256_causal_sq_lt_sk": (1, 1, 1, [100], [230], 2, (1.2, 0.9, 1.7), 256),
+    "fp8_hd256_three_seqs_gqa4": (3, 4, 1, [40, 90, 17], [70, 50, 129], 0, (0.5, 2.1, 0.9), 256),
+    "fp8_hd256_causal_three_seqs_gqa2": (3, 2, 1, [300, 30, 70], [170, 60, 140], 2, (1.3, 0.7, 1.1), 256),
+}
+FP8_SLOW = {"fp8_gqa4_ragged_bhsd", "fp8_causal_sq_gt_sk_batch2", "fp8_three_seqs_gqa2", "fp8_hd256_gqa2_ragged_bhsd",
+            "fp8_hd256_causal_sq_lt_sk", "fp8_hd256_three_seqs_gqa4"}
+
+
+def _check_fp8(o, lse, q8, k8, v8, ds, causal, scale, what):
+    """o/lse from the kernel; q8/k8/v8 [1|B, H, S, D]; asserts the fp8 bound and the LSE tolerance."""
+    dq, dk, dv = ds
+    g = q8.shape[1] // k8.shape[1]
+    q, k, v = q8.float() * dq, (k8.float() * dk).repeat_interleave(g, 1), (v8.float() * dv).repeat_interleave(g, 1)
+    sc = (q @ k.transpose(-1, -2)) * scale
+    if causal:
+        sq, sk = sc.shape[-2:]
+        sc = sc.masked_fill(~torch.ones(sq, sk, dtype=torch.bool).tril(diagonal=sk - sq), float("-inf"))
+    ref, ref_lse = fa_fwd.reference(q8.float() * dq, k8.float() * dk, v8.float() * dv, causal=causal, scale=scale,
+                                    align="bottom_right")
+    bound = fp8_attention_bound(sc, v, ref)
+    assert not torch.isnan(o.float()).any(), "some output rows were never written"
+    do = (o.float() - ref).abs()
+    fin = torch.isfinite(ref_lse)
+    dl = (lse[fin] - ref_lse[fin]).abs().max().item() if fin.any() else 0.0
+    print(f"\n{what}: max|dO| = {do.max().item():.2e} (max bound {bound.max().item():.2e}, "
+          f"worst dO/bound {(do / bound.clamp_min(1e-30)).max().item():.2f}), max|dLSE| = {dl:.2e}")
+    assert (do <= bound).all(), f"worst dO/bound {(do / bound.clamp_min(1e-30)).max().item():.3g}"
+    assert torch.equal(torch.isfinite(lse), fin), "LSE is -inf exactly where a query sees no key"
+    torch.testing.assert_close(lse[fin], ref_lse[fin], atol=LSE_ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in FP8_SLOW else c
+                                  for c in FP8_CASES])
+def test_fp8_against_torch(kset, case):
+    b, hq, hkv, lq, lk, mask, ds, d = FP8_CASES[case]
+    g = torch.Generator().manual_seed(sum(map(ord, case)))
+    q8f = lambda *sh: (2 * torch.randn(*sh, generator=g)).to(F8)        # noqa: E731
+    scale = 1.05 / math.sqrt(d)
+    desc = {n: torch.tensor([d], dtype=torch.float32) for n, d in zip(("q_descale", "k_descale", "v_descale"), ds)}
+    if len(lq) == 1:                                     # batch mode, [B, H, S, D] through aiter's strides
+        sq, sk = lq[0], lk[0]
+        q8, k8, v8 = q8f(b, hq, sq, d), q8f(b, hkv, sk, d), q8f(b, hkv, sk, d)
+        o = torch.full((b, hq, sq, d), float("nan")).bfloat16()
+        lse = torch.full((b, hq, sq), float("nan"))
+        strides = {}
+        for n, (s_, h_) in (("q", (sq, hq)), ("k", (sk, hkv)), ("v", (sk, hkv)), ("o", (sq, hq))):
+            strides.update({f"stride_{n}": d, f"nhead_stride_{n}": s_ * d, f"batch_stride_{n}": h_ * s_ * d})
+        p, got = run_aiter_call(kset, dict(q=q8.view(torch.uint8), k=k8.view(torch.uint8), v=v8.view(torch.uint8),
+                                           o=o, lse=lse, **desc),
+                                dtype="fp8bf16", batch=b, nhead_q=hq, nhead_k=hkv, seqlen_q=sq, seqlen_k=sk,
+                                mask_type=mask, scale=scale, hdim_q=d, hdim_v=d, **strides)
+        tiles = -(-sq // 256)
+        assert p["grid"] == [-(-tiles // 2) if mask else tiles, hq, b]
+        _check_fp8(got["o"], got["lse"], q8, k8, v8, ds, bool(mask), scale, f"{p['knl_name']} {case}")
+        return
+    sq_starts = torch.tensor(np.concatenate([[0], np.cumsum(lq)]), dtype=torch.int32)
+    sk_starts = torch.tensor(np.concatenate([[0], np.cumsum(lk)]), dtype=torch.int32)
+    tq, tk = sum(lq), sum(lk)
+    q8, k8, v8 = q8f(tq, hq, d), q8f(tk, hkv, d), q8f(tk, hkv, d)
+    o = torch.full((tq, hq, d), float("nan")).bfloat16()
+    lse = torch.full((hq, tq), float("nan"))
+    p, got = run_aiter_call(kset, dict(q=q8.view(torch.uint8), k=k8.view(torch.uint8), v=v8.view(torch.uint8), o=o,
+                                       lse=lse, seqstart_q=sq_starts, seqstart_k=sk_starts, **desc),
+                            dtype="fp8bf16", group=1, batch=len(lq), nhead_q=hq, nhead_k=hkv, seqlen_q=max(lq),
+                            seqlen_k=max(lk), mask_type=mask, scale=scale, nhead_stride_lse=tq, hdim_q=d, hdim_v=d,
+                            stride_q=hq * d, nhead_stride_q=d, batch_stride_q=0,
+                            stride_k=hkv * d, nhead_stride_k=d, batch_stride_k=0,
+                            stride_v=hkv * d, nhead_stride_v=d, batch_stride_v=0,
+                            stride_o=hq * d, nhead_stride_o=d, batch_stride_o=0)
+    tiles = -(-max(lq) // 256)
+    assert p["grid"] == [hq, len(lq), -(-tiles // 2) if mask else tiles]
+    bh = lambda t: t.permute(1, 0, 2)[None]              # noqa: E731  [S, H, D] -> [1, H, S, D]
+    for i in range(len(lq)):
+        qs, ks = slice(int(sq_starts[i]), int(sq_starts[i + 1])), slice(int(sk_starts[i]), int(sk_starts[i + 1]))
+        _check_fp8(bh(got["o"][qs]), got["lse"][:, qs][None], bh(q8[qs]), bh(k8[ks]), bh(v8[ks]), ds, bool(mask),
+                   scale, f"{p['knl_name']} {case} seq {i}")
 
 
 def test_python_packing_matches_aiter_bytes(kset):

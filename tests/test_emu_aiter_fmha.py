@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import drop_in_missing
+from conftest import drop_in_missing, fp8_attention_bound
 
 torch = pytest.importorskip("torch")
 
@@ -197,3 +197,57 @@ def test_aiter_fmha_larger_shapes(sh):
     err, res, cpu, _ = run_case(sh)
     assert err["written"] and err["o_ok"] and err["lse_ok"], err
     _assert_report(res, sh.causal)
+
+
+# ---- aiter's fp8 kernel (fwd_hd128_fp8.co: fp8 Q/K/V, per-tensor descales, bf16 O) ----------------
+# It pins the fp8bf16 convention kernels/fa_fwd_fp8.py follows: scores scale * dq * dk * q8·k8,
+# O = dv * softmax · v8, LSE of those scores. It reads its transposed V (ds_read_b64_tr_b8) ~300
+# VALU instructions after issue, past an s_waitcnt lgkmcnt(8) that does not cover them: timing,
+# not a counter, so the run lands those loads at the read (check_inflight="land") and reports them.
+FP8_PTR = dict(PTR, q_descale=0x7E05_0000_0000, k_descale=0x7E06_0000_0000, v_descale=0x7E07_0000_0000)
+DESCALES = (0.7, 1.3, 0.45)             # distinct, non-unit: dropping or swapping one is an O(1) error
+
+
+@needs_aiter
+def test_aiter_fp8_kernel_matches_torch():
+    sh = Shape(1, 1, 1, 100, 150, False)     # ragged Q tile (100 of 256) and K (2 x 64 + 22)
+    scale = 1.0 / math.sqrt(D)
+    cmd = [str(DROP_IN), str(SET), "pack", "dtype=fp8bf16", f"hdim_q={D}", f"hdim_v={D}", f"batch={sh.batch}",
+           f"nhead_q={sh.nhead_q}", f"nhead_k={sh.nhead_k}", f"seqlen_q={sh.seqlen_q}", f"seqlen_k={sh.seqlen_k}",
+           "mask_type=0", "has_lse=1", f"scale={scale!r}"] + [f"{n}=0x{a:x}" for n, a in FP8_PTR.items()]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert p["co_name"] == "fmha_v3_fwd/fwd_hd128_fp8.co"
+    gen = torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 62)))
+    f8 = torch.float8_e4m3fn
+    # randn * 2 spans E4M3's normal range around 1 (and some subnormals)
+    q, k, v = ((2 * torch.randn(sh.batch, n, h, D, generator=gen)).to(f8)
+               for n, h in ((sh.seqlen_q, sh.nhead_q), (sh.seqlen_k, sh.nhead_k), (sh.seqlen_k, sh.nhead_k)))
+    o = torch.full((sh.batch, sh.seqlen_q, sh.nhead_q, D), float("nan"), dtype=torch.bfloat16)
+    lse = torch.full((sh.batch, sh.nhead_q, sh.seqlen_q), float("nan"), dtype=torch.float32)
+    ds = [torch.tensor([d], dtype=torch.float32) for d in DESCALES]
+    res = launch(SET / "fwd_hd128_fp8.co", tuple(p["grid"]), 512, kernel=p["knl_name"], kernarg=p["kernarg_hex"],
+                 buffers={FP8_PTR["q"]: q.view(torch.uint8), FP8_PTR["k"]: k.view(torch.uint8),
+                          FP8_PTR["v"]: v.view(torch.uint8), FP8_PTR["o"]: o, FP8_PTR["lse"]: lse,
+                          FP8_PTR["q_descale"]: ds[0], FP8_PTR["k_descale"]: ds[1], FP8_PTR["v_descale"]: ds[2]},
+                 hazards="report", races="report", check_inflight="land")
+    g = sh.nhead_q // sh.nhead_k
+    dq, dk, dv = DESCALES
+    qf = q.float().transpose(1, 2) * dq
+    kf = (k.float().transpose(1, 2) * dk).repeat_interleave(g, dim=1)
+    vf = (v.float().transpose(1, 2) * dv).repeat_interleave(g, dim=1)
+    s = (qf @ kf.transpose(-1, -2)) * scale
+    o_ref, lse_ref = torch.softmax(s, -1) @ vf, torch.logsumexp(s, -1)
+    do = (o.float().transpose(1, 2) - o_ref).abs()
+    bound = fp8_attention_bound(s, vf, o_ref)
+    assert torch.isfinite(o.float()).all() and torch.isfinite(lse).all(), "poisoned outputs left"
+    assert (do <= bound).all(), f"max|dO| {do.max():.3g}, worst dO/bound {(do / bound).max():.3g}"
+    # LSE never sees the fp8 rounding of P: float32 roundings of |LSE| + log(seqlen_k), and of the
+    # score constant scale*dq*dk*log2(e) (a few ulps of each |s|)
+    l_tol = 64 * U_F32 * (lse_ref.abs() + math.log(sh.seqlen_k)) + 8 * U_F32 * s.abs().amax(-1)
+    assert ((lse - lse_ref).abs() <= l_tol).all(), float((lse - lse_ref).abs().max())
+    print(f"\naiter fwd_hd128_fp8 {sh}: max|dO| {do.max():.3g} (bound {bound.max():.3g}), "
+          f"max|dLSE| {(lse - lse_ref).abs().max():.3g}; report rules {res.report.rules()}")
+    waits = res.report.rows("wait")
+    assert waits and all(w.other.startswith("ds_read_b64_tr_b8") for w in waits), res.report.text()

@@ -12,7 +12,9 @@ and leave every other violation strict; a waiver that matched nothing is listed 
 
 Not reportable: reads of registers an in-flight load will still write, and LDS bytes an
 in-flight LDS-DMA will still write. Their values are undefined, so the run's answer would mean
-nothing; they stay errors.
+nothing; they stay errors -- unless the run is told the kernel relies on timing for them
+(check_inflight="land", flyasm/emu/machine.py): the load then lands at the read, and the read is
+a "wait" row (rule inflight_read).
 """
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def _on_device(v) -> bool:
 
 
 def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = None, kernel: str | None = None,
-           seed: int | None = None, check_inflight: bool = True, max_steps: int = 50_000_000,
+           seed: int | None = None, check_inflight: bool | str = True, max_steps: int = 50_000_000,
            runtime=None, progress=None, trace: int | None = None, hazards="default", races="default",
            strict="default", recorder=None, workgroups=None, kernarg=None, buffers=None,
            waive=()) -> LaunchResult:
@@ -91,7 +91,9 @@ def launch(code, grid, block, *args, backend: str = "emu", lds: int | None = Non
     in order; pointer arguments take numpy arrays / torch tensors (copied to device buffers and
     copied back after the run; ROCm tensors are passed by `data_ptr()`), by-value arguments take
     Python or numpy scalars. lds: dynamic LDS bytes on top of the kernel's static LDS.
-    Emulator only: seed (random wave interleaving), check_inflight, max_steps, progress (a callable
+    Emulator only: seed (random wave interleaving), check_inflight (True: reading a register an
+    in-flight load will still write is an error; "land": the load lands there and result.report lists
+    the read, for kernels that rely on timing; False: no check), max_steps, progress (a callable
     taking the number of wave-instructions executed so far), trace (wave id: print every executed
     instruction with its register deltas); hazards / races / strict relax the strict defaults for one
     run (see flyasm.emu.hazards.options: hazards=None turns the hazard check off, "strict" counts only
