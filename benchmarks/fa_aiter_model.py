@@ -6,8 +6,8 @@ For every key of aiter's gfx950 fmha_v3_fwd manifest that we build (kernels/fa_f
 which aiter's code object is at hand (../shared/aiter/gfx950/fmha_v3_fwd holds 3 of its 16), the
 steady-state loop of each kernel through flyasm.report.model (the same model `flyasm stats --model`
 prints: one wave alone on its SIMD, fixed latencies, s_barrier free). Both kernels do the same MFMA
-work per key (32x32x16 MFMAs; the Q tile is aiter's ts_qo: 256 rows for head dim 128, 128 for
-192/128); `keys/iter` is that work in keys (our loop's MFMA-busy cycles per 64 keys), so
+work per key (bf16: 32x32x16 MFMAs, fp8bf16: 32x32x64 f8f6f4 in both; the Q tile is aiter's ts_qo:
+256 rows for head dim 128 and fp8 256, 128 for 192/128); `keys/iter` is that work in keys (our loop's MFMA-busy cycles per 64 keys), so
 `cycles/64 keys` compares the loops directly. Keys without aiter's object are
 listed with ours alone.
 """
@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "kernels"))
 
-import fa_fwd  # noqa: E402
 import fa_fwd_set  # noqa: E402
 from flyasm.report.model import model  # noqa: E402
 
@@ -71,7 +70,7 @@ def table(adir: Path = AITER_DIR) -> list[dict]:
         if row["mask"] == 1 or row["dtype"] not in ("bf16", "fp8bf16"):
             continue                                  # not an aiter key (flyasm.attention's f16 / top-left extras)
         key = "{} hd{}/{} mask {} mode {}".format(*akey)
-        kern = fa_fwd.build(**p)
+        kern = fa_fwd_set.build(**p)
         # our loop body is two 64-key steps: its MFMA-busy cycles per 64 keys normalise both kernels
         inner = min(model(kern)["spans"], key=lambda sp: sp["end"] - sp["start"])
         per64 = inner["mfma_busy"] / 2

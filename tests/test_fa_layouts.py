@@ -216,3 +216,67 @@ def test_wave_forward_matches_attention(dtype, causal, seqlen_k, q0):
     tol = 2e-2 if dtype == "bf16" else 5e-3
     np.testing.assert_allclose(o, ref, atol=tol, rtol=tol)
     np.testing.assert_allclose(lse, ref_lse, atol=tol, rtol=0)
+
+
+# ---- fp8 (kernels/fa_fwd_fp8.py) ----------------------------------------------------------------
+FP8_GEOMS = list(L.FP8_GEOMETRY.values())
+FP8_IDS = [f"fp8_d{g.d_qk}" for g in FP8_GEOMS]
+
+
+@pytest.mark.parametrize("g", FP8_GEOMS, ids=FP8_IDS)
+def test_fp8_dma_magic_and_coverage(g):
+    test_dma_division_magic_is_exact_for_every_slot(g)
+    test_dma_covers_every_row_and_column_of_a_tile(g)
+    assert g.lds_bytes <= 160 * 1024 and (g.k_stride // 4) % 8 == 4
+
+
+def _tr_b8(lds, addr):
+    """ds_read_b64_tr_b8, notes §3.1 with E = 8: every lane reads 8 bytes; in block g,
+    OUT[16g + j][r] = IN[16g + 2r + j//8][j % 8] (written out here, independently of the emulator)."""
+    inp = np.stack([lds[a:a + 8] for a in addr])
+    out = np.zeros((64, 8), np.uint8)
+    for lane in range(64):
+        g, j = lane // 16, lane % 16
+        for r in range(8):
+            out[lane, r] = inp[16 * g + 2 * r + j // 8, j % 8]
+    return out
+
+
+@pytest.mark.parametrize("g", FP8_GEOMS, ids=FP8_IDS)
+def test_fp8_p_and_v_operands_agree_on_the_key_order(g):
+    """P·V's B operand (P after pack_p: packed Sᵀ accumulators + permlane32 swap) and A operand (V by
+    four tr_b8 reads) must put the same key at each k = 32*(lane//32) + byte of the f8f6f4 MFMA
+    (A[i][k] byte k%32 of lane i + 32*(k//32), B[k][j] byte k%32 of lane j + 32*(k//32))."""
+    rng = np.random.default_rng()
+    # P: accumulator r of key block kb holds key s_key(lane, r, kb); give each (lane, key) its key id
+    acc_key = np.array([[L.s_key(lane, r % 16, r // 16) for r in range(32)] for lane in range(64)])
+    packed = np.zeros((64, 8, 4), np.int64)                   # regs X[0:7], 4 bytes each
+    for kb in range(2):
+        for m in range(4):
+            for e in range(4):
+                packed[:, 4 * kb + m, e] = acc_key[:, 16 * kb + 4 * m + e]
+    for i in range(4):                                        # v_permlane32_swap X[i] (hi) <-> X[4+i] (lo)
+        hi, lo = packed[32:, i].copy(), packed[:32, 4 + i].copy()
+        packed[32:, i], packed[:32, 4 + i] = lo, hi
+    p_key = packed.reshape(64, 32)                            # byte v of the lane's 32 = reg v//4, byte v%4
+    for lane in range(64):
+        assert list(p_key[lane]) == [32 * (lane // 32) + L.p_key_fp8(v) for v in range(32)]
+    # V: a random fp8 tile in LDS (row stride v_stride) read by the four tr_b8 of each d block
+    vt = rng.integers(0, 256, (64, g.d_v), dtype=np.uint8)
+    lds = np.zeros(64 * g.v_stride + 64, np.uint8)
+    for key in range(64):
+        lds[key * g.v_stride:key * g.v_stride + g.d_v] = vt[key]
+    for db in range(g.d_v // 32):
+        a_op = np.concatenate([_tr_b8(lds, L.v_read_addr_fp8(LANES, g.v_stride) + L.v_read_imm_fp8(db, t, g.v_stride))
+                               for t in range(4)], axis=1)     # [64 lanes, 32 bytes]
+        for lane in range(64):
+            assert np.array_equal(a_op[lane], vt[p_key[lane], 32 * db + lane % 32])
+
+
+@pytest.mark.parametrize("g", FP8_GEOMS, ids=FP8_IDS)
+def test_fp8_k_reads_are_conflict_free(g):
+    for kk in range(g.k_steps):
+        for part in range(2):
+            addrs = L.k_read_addr_fp8(LANES, g.k_stride) + L.k_read_imm_fp8(0, kk, part, g.k_stride)
+            for grp in range(4):
+                assert _bank_conflicts(addrs[16 * grp:16 * grp + 16], 16) == 1
