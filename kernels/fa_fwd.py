@@ -589,18 +589,20 @@ class _Builder:
             self.mfma(self.mfma_name, acc, slot, Q[4 * kk:4 * kk + 3], 0 if kk == 0 else acc)
             if f + 8 < n:
                 read(f + 8)
-            if dma is not None and f % 2 == 1:
-                for _ in range(3):
-                    next(dma, None)
-            if softmax is not None:
-                for _ in range(144 // n):                   # ~150 softmax instructions over the MFMAs
-                    next(softmax, None)
-        for gen in (dma, softmax):
-            if gen is not None:
-                for _ in gen:
-                    pass
+            if f % 2 == 1:
+                self.fill(dma, 3)
+            self.fill(softmax, 144 // n)                    # ~150 softmax instructions over the MFMAs
+        self.fill(dma)
+        self.fill(softmax)
         if self.setprio:
             k.s_setprio(0)
+
+    @staticmethod
+    def fill(gen, n=None):
+        """Emit the next n instructions of a generator (all that are left: n=None; no generator: nothing)."""
+        if gen is not None:
+            for _ in (gen if n is None else range(n)):
+                next(gen, None)
 
     PV_FRAGS = [(db, kk) for kk in range(4) for db in range(4)]   # alternate accumulators
 

@@ -184,16 +184,10 @@ class _Fp8Builder(F._Builder):
             self.mfma(self.mfma_name, acc, KV[r:r + 7], self.Q[8 * kk:8 * kk + 7], 0 if kk == 0 else acc)
             if f + ns < n:
                 read(f + ns)
-            if dma is not None:
-                for _ in range(3 * (g.k_dma + g.v_dma) // n + 1):
-                    next(dma, None)
-            if softmax is not None:
-                for _ in range(150 // n):
-                    next(softmax, None)
-        for gen in (dma, softmax):
-            if gen is not None:
-                for _ in gen:
-                    pass
+            self.fill(dma, 3 * (g.k_dma + g.v_dma) // n + 1)
+            self.fill(softmax, 150 // n)
+        self.fill(dma)
+        self.fill(softmax)
         if self.setprio:
             k.s_setprio(0)
 
@@ -235,17 +229,10 @@ class _Fp8Builder(F._Builder):
             k.v_permlane32_swap_b32(X[i], X[4 + i]); yield
 
     # ---- head dim 256: one Sᵀ tile, the step's phases in turn ----------------------------------
-    def loop(self, group_b=False):
+    def body(self, p, group_b=False):
         if not self.single:
-            return super().loop(group_b)
-        k = self.k
-        k.s_mov_b32(F.STEP, 0)
-        k.label(".Lloop")
-        self.body_single(0)
-        k.s_cbranch_scc0(k.L(".Ltail"))
-        self.body_single(1)
-        k.s_cbranch_scc1(k.L(".Lloop"))
-        k.label(".Ltail")
+            return super().body(p, group_b)
+        self.body_single(p)
 
     def body_single(self, p):
         """Step j with K_j and V_j in buffers p: Q·Kᵀ (V_{j+1} DMA -> V buffer 1-p in its shadow),
@@ -274,8 +261,7 @@ class _Fp8Builder(F._Builder):
             k.s_nop(3)
             self.mask(S, p)
             with k.region("softmax", expect={"exp": 33}):
-                for _ in self.softmax(S):
-                    pass
+                self.fill(self.softmax(S))
             skip = f".Lskip_rescale_{p}"
             k.s_cmp_lg_u64(F.LAZY, 0)
             k.s_cbranch_scc0(k.L(skip))
