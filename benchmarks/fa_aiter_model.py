@@ -1,6 +1,6 @@
 """Our drop-in attention kernels beside aiter's, per aiter key, under one static model (not a measurement).
 
-    python benchmarks/fa_aiter_model.py [--aiter DIR] [--json]
+    python benchmarks/fa_aiter_model.py [--aiter DIR] [--dtype bf16|fp8bf16] [--json]
 
 For every key of aiter's gfx950 fmha_v3_fwd manifest that we build (kernels/fa_fwd_set.py) and for
 which aiter's code object is at hand (../shared/aiter/gfx950/fmha_v3_fwd holds 3 of its 16), the
@@ -61,7 +61,7 @@ def loop_rows(key: str, x, kernel: str | None, busy_per_64: float) -> list[dict]
     return rows
 
 
-def table(adir: Path = AITER_DIR) -> list[dict]:
+def table(adir: Path = AITER_DIR, dtype: str | None = None) -> list[dict]:
     theirs = aiter_manifest(adir)
     rows = []
     for p in fa_fwd_set.VARIANTS:
@@ -69,6 +69,8 @@ def table(adir: Path = AITER_DIR) -> list[dict]:
         akey = (row["dtype"], row["hdim_q"], row["hdim_v"], row["mask"], row["mode"])
         if row["mask"] == 1 or row["dtype"] not in ("bf16", "fp8bf16"):
             continue                                  # not an aiter key (flyasm.attention's f16 / top-left extras)
+        if dtype and row["dtype"] != dtype:
+            continue
         key = "{} hd{}/{} mask {} mode {}".format(*akey)
         kern = fa_fwd_set.build(**p)
         # our loop body is two 64-key steps: its MFMA-busy cycles per 64 keys normalise both kernels
@@ -83,9 +85,10 @@ def table(adir: Path = AITER_DIR) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aiter", default=str(AITER_DIR), help="directory of aiter's fmha_v3_fwd .co files + manifest")
+    ap.add_argument("--dtype", choices=("bf16", "fp8bf16"), help="only this dtype's keys")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    rows = table(Path(args.aiter))
+    rows = table(Path(args.aiter), args.dtype)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

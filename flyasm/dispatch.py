@@ -455,14 +455,16 @@ CAUSAL_KINDS = (False, True, "top_left", "bottom_right")
 
 
 def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str = "emu",
-              kernels=None, return_lse: bool = False):
+              kernels=None, return_lse: bool = False, descale=None):
     """Attention forward on torch tensors q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv] (bf16
     or f16, as torch's scaled_dot_product_attention; the set has D = Dv = 128 and bf16 D = 192 with
     Dv = 128) through the aiter-convention set (kernels/fa_fwd_set.py:
     `kernels` is a manifest/dir/Dispatcher, default see _attention_set_dir), launched on `backend`.
     causal: False; True or "top_left" (torch's is_causal: query i sees keys 0..i); "bottom_right"
     (CK/aiter mask 2: keys 0..i + Sk - Sq). The two coincide when Sq == Sk, and top-left with
-    Sq != Sk needs a mask-1 kernel in the set. Returns out [B, Hq, Sq, Dv] (and lse [B, Hq, Sq] float32)."""
+    Sq != Sk needs a mask-1 kernel in the set. Returns out [B, Hq, Sq, Dv] (and lse [B, Hq, Sq] float32).
+    fp8: q, k, v torch.float8_e4m3fn (OCP E4M3, gfx950's fp8) with descale=(dq, dk, dv) (default 1s):
+    the inputs are q*dq, k*dk, v*dv (aiter's fp8bf16 keys, per-tensor descales); out is bf16."""
     import math
 
     import torch
@@ -472,9 +474,13 @@ def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str
                                 f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
     if not any(causal is c or (isinstance(c, str) and causal == c) for c in CAUSAL_KINDS):
         raise DispatchError(f"causal is False, True, 'top_left' or 'bottom_right', not {causal!r}")
-    dtypes = {torch.bfloat16: "bf16", torch.float16: "f16"}
+    dtypes = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float8_e4m3fn: "fp8bf16"}
     if q.dtype not in dtypes or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise DispatchError(f"attention() takes bf16 or f16 q, k, v of one dtype, not {q.dtype}, {k.dtype}, {v.dtype}")
+        raise DispatchError(f"attention() takes bf16, f16 or float8_e4m3fn q, k, v of one dtype, not {q.dtype}, "
+                            f"{k.dtype}, {v.dtype}")
+    fp8 = q.dtype == torch.float8_e4m3fn
+    if descale is not None and not fp8:
+        raise DispatchError("descale=(dq, dk, dv) goes with float8_e4m3fn q, k, v")
     B, Hq, Sq, D = q.shape
     Dv = v.shape[3]
     if k.shape[:3] != v.shape[:3] or k.shape[0] != B or k.shape[3] != D:
@@ -506,12 +512,16 @@ def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str
     ts_qo = int(e.row.get("ts_qo") or 256)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     q, k, v = (t.contiguous() for t in (q, k, v))            # the launcher copies whole buffers
-    out = torch.full((B, Hq, Sq, Dv), float("nan"), dtype=q.dtype)   # poisoned: the kernel must write every element
+    out = torch.full((B, Hq, Sq, Dv), float("nan"), dtype=torch.bfloat16 if fp8 else q.dtype)   # poisoned
     lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
     # aiter's layout is [batch, seqlen, nhead, hdim]: pass transposed views, strides say the rest
     vals = aiter_fwd_values(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), out.transpose(1, 2), lse,
                             scale, ts_qo=ts_qo, causal=mask != MASK_NONE)
     vals.update(o=out, q=q, k=k, v=v)                        # the buffers themselves (the views share them)
+    if fp8:                                                  # bytes for the launcher; descales as float32 scalars
+        vals.update({n: t.view(torch.uint8) for n, t in (("q", q), ("k", k), ("v", v))})
+        vals.update({f"{n}_descale": torch.tensor([float(x)], dtype=torch.float32)
+                     for n, x in zip("qkv", (1.0, 1.0, 1.0) if descale is None else descale)})
     from .codeobj.reader import read_code_object
     co = read_code_object(e.path)
     md = next((kk.metadata for kk in co.kernels if kk.name == e.knl_name), None)

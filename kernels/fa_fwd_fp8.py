@@ -291,17 +291,24 @@ def build(causal=False, group=False, head_dim=128, *, lazy_rescale=True, setprio
     return _Fp8Builder(causal, group, head_dim, lazy_rescale, setprio).build()
 
 
+def dequantised(q8, k8, v8, descales):
+    """float32 q, k, v: descales (dq, dk, dv) are scalars or [B, H] tensors (per batch and head:
+    q's per query head, k's and v's per key/value head)."""
+    def f(t, d):
+        return t.float() * (d[:, :, None, None] if hasattr(d, "dim") else d)
+    return tuple(f(t, d) for t, d in zip((q8, k8, v8), descales))
+
+
 def reference(q8, k8, v8, descales, causal=False, scale=None):
-    """float32 torch reference on the dequantised inputs: q8/k8/v8 [B, H, S, D] float8_e4m3fn,
-    descales (dq, dk, dv) scalars; bottom-right causal (aiter's mask 2) -> (out, lse) as fa_fwd.reference."""
-    dq, dk, dv = descales
-    return F.reference(q8.float() * dq, k8.float() * dk, v8.float() * dv, causal=causal,
-                       scale=scale, align="bottom_right")
+    """float32 torch reference on the dequantised inputs: q8/k8/v8 [B, H, S, D] float8_e4m3fn, descales
+    as dequantised(); bottom-right causal (aiter's mask 2) -> (out, lse) as fa_fwd.reference."""
+    return F.reference(*dequantised(q8, k8, v8, descales), causal=causal, scale=scale, align="bottom_right")
 
 
 def run(q8, k8, v8, descales, causal=False, scale=None, kernel=None, seed=None):
     """Launch with aiter's arguments and grid on q8 [B, Hq, Sq, D], k8/v8 [B, Hkv, Sk, D]
-    (float8_e4m3fn) and descales (dq, dk, dv); returns (out [B, Hq, Sq, D] bf16, lse [B, Hq, Sq])."""
+    (float8_e4m3fn) and descales (dq, dk, dv): scalars, or [B, H] float32 tensors passed with their
+    byte strides (s_descale_*_Bs / _Hs); returns (out [B, Hq, Sq, D] bf16, lse [B, Hq, Sq])."""
     import math
 
     import torch
@@ -317,9 +324,13 @@ def run(q8, k8, v8, descales, causal=False, scale=None, kernel=None, seed=None):
     res = kern.build()
     t = lambda x: x.transpose(1, 2)                          # noqa: E731  aiter's [B, S, H, D] views
     vals = aiter_fwd_values(t(q8), t(k8), t(v8), t(out), lse, scale, ts_qo=g.block_q, causal=causal)
-    ds = [torch.tensor([float(d)], dtype=torch.float32) for d in descales]
-    vals.update(o=out, q=q8.view(torch.uint8), k=k8.view(torch.uint8), v=v8.view(torch.uint8),
-                q_descale=ds[0], k_descale=ds[1], v_descale=ds[2])
+    vals.update(o=out, q=q8.view(torch.uint8), k=k8.view(torch.uint8), v=v8.view(torch.uint8))
+    for n, d in zip("qkv", descales):
+        if isinstance(d, torch.Tensor):
+            d = d.float().contiguous()
+            vals.update({f"{n}_descale": d, f"d{n}_bs": 4 * d.stride(0), f"d{n}_hs": 4 * d.stride(1)})
+        else:
+            vals[f"{n}_descale"] = torch.tensor([float(d)], dtype=torch.float32)
     launch(res, aiter_grid(Sq, Hq, B, g.block_q, causal=bool(causal)), (64 * g.waves, 1, 1),
            *[vals[a.name] for a in kern.args], kernel=kern.name, **({} if seed is None else {"seed": seed}))
     return out, lse

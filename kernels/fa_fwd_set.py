@@ -42,7 +42,7 @@ VARIANTS = KEYS + [dict(p, dtype="f16") for p in HD128_KEYS] + \
     [dict(dtype=d, causal=True, align="top_left", aiter_args=True) for d in ("bf16", "f16")]
 # A quick subset for tests (tests/test_dispatch.py).
 SMALL = [HD128_KEYS[0], HD128_KEYS[2], dict(dtype="bf16", causal=True, align="top_left", aiter_args=True),
-         dict(HD128_KEYS[0], dtype="f16"), HD192_KEYS[0]]
+         dict(HD128_KEYS[0], dtype="f16"), HD192_KEYS[0], FP8_KEYS[0]]
 
 
 def build(**params):

@@ -249,6 +249,25 @@ def test_attention_one_line_matches_torch(attn_set, monkeypatch, dtype, causal, 
     torch.testing.assert_close(lse, ref_lse, atol=ATOL[dtype], rtol=0)
 
 
+def test_attention_fp8_with_descales(attn_set, monkeypatch):
+    """fp8 q/k/v + descales -> the fp8bf16 kernel; bound derived in conftest.fp8_attention_bound."""
+    import flyasm
+    torch = pytest.importorskip("torch")
+    from conftest import fp8_attention_bound
+    monkeypatch.setenv("FLYASM_ATTENTION_SET", str(attn_set.out_dir))
+    f8, ds = torch.float8_e4m3fn, (0.8, 1.6, 0.7)
+    q8, k8, v8 = ((2 * torch.randn(1, h, s_, 128)).to(f8) for h, s_ in ((2, 50), (1, 90), (1, 90)))
+    out, lse = flyasm.attention(q8, k8, v8, descale=ds, return_lse=True)
+    q, k, v = q8.float() * ds[0], (k8.float() * ds[1]).repeat_interleave(2, 1), (v8.float() * ds[2]).repeat_interleave(2, 1)
+    sc = (q @ k.transpose(-1, -2)) / 128 ** 0.5
+    ref = torch.softmax(sc, -1) @ v
+    assert out.dtype == torch.bfloat16 and out.shape == (1, 2, 50, 128)
+    assert ((out.float() - ref).abs() <= fp8_attention_bound(sc, v, ref)).all()
+    torch.testing.assert_close(lse, torch.logsumexp(sc, -1), atol=1e-4, rtol=0)
+    with pytest.raises(DispatchError, match="descale=.* goes with float8_e4m3fn"):
+        flyasm.attention(q8.bfloat16(), k8.bfloat16(), v8.bfloat16(), descale=ds)
+
+
 def test_attention_errors_name_what_exists(attn_set):
     import flyasm
     torch = pytest.importorskip("torch")
@@ -265,7 +284,7 @@ def test_attention_errors_name_what_exists(attn_set):
     q64 = torch.randn(1, 1, 16, 64).half()
     with pytest.raises(DispatchError, match=r"matches dtype=f16, hdim_q=64"):
         flyasm.attention(q64, q64, q64, kernels=attn_set.manifest)
-    with pytest.raises(DispatchError, match="bf16 or f16"):
+    with pytest.raises(DispatchError, match="bf16, f16 or float8_e4m3fn"):
         flyasm.attention(q.float(), k.float(), k.float(), kernels=d)
     with pytest.raises(DispatchError, match=r"multiple of key/value heads \(3\)"):
         flyasm.attention(q, torch.randn(1, 3, 16, 128).half(), torch.randn(1, 3, 16, 128).half(), kernels=d)

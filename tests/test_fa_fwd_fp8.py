@@ -1,0 +1,44 @@
+"""kernels/fa_fwd_fp8.py directly (aiter's arguments packed in Python, flyasm.dispatch.aiter_fwd_values):
+the fp8bf16 variants check clean, and per-(batch, head) descales (aiter's s_descale_*_Bs / _Hs, which
+drop_in.sh pack always leaves 0) reach the right heads. The drop-in cases (aiter's own packing) are in
+tests/test_drop_in.py; the error bound is conftest.fp8_attention_bound."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import fp8_attention_bound
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
+import fa_fwd_fp8  # noqa: E402
+
+from flyasm.check import check_kernel  # noqa: E402
+
+
+@pytest.mark.parametrize("hd", [128, pytest.param(256, marks=pytest.mark.slow)])
+def test_variants_check_clean_and_fit_aiters_launch(hd):
+    k = fa_fwd_fp8.build(causal=True, group=True, head_dim=hd)
+    assert check_kernel(k) == []
+    assert k.threads == 512                                     # aiter's bdx for fp8 (mha_fwd.cu)
+    u = k.usage()
+    assert u["vgpr"] + u["agpr"] <= 256, u                       # two waves share a SIMD: 256 registers each
+
+
+def test_per_head_descales_reach_their_heads():
+    g = torch.Generator().manual_seed(11)
+    b, hq, hkv, sq, sk, d = 2, 2, 1, 70, 100, 128
+    f8 = torch.float8_e4m3fn
+    q8, k8, v8 = ((2 * torch.randn(b, h, s_, d, generator=g)).to(f8) for h, s_ in ((hq, sq), (hkv, sk), (hkv, sk)))
+    # distinct per (batch, head); a kernel reading one slot for all gives O(1) errors
+    ds = tuple(0.4 + 1.5 * torch.rand(b, h, generator=g) for h in (hq, hkv, hkv))
+    out, lse = fa_fwd_fp8.run(q8, k8, v8, ds)
+    q, k, v = fa_fwd_fp8.dequantised(q8, k8, v8, ds)
+    k, v = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
+    sc = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+    ref = torch.softmax(sc, -1) @ v
+    do = (out.float() - ref).abs()
+    assert (do <= fp8_attention_bound(sc, v, ref)).all(), float(do.max())
+    torch.testing.assert_close(lse, torch.logsumexp(sc, -1), atol=1e-4, rtol=0)
