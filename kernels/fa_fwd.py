@@ -211,6 +211,7 @@ class _Builder:
         # per 64-key step, for the regions' expected counts (kernels/fa_fwd_fp8.py has others)
         self.q_loads, self.qk_reads, self.pv_mfmas, self.pv_reads = g.k_steps, 2 * g.k_steps, 16, 32
         self.O, self.n_db = O, g.d_v // 32                                 # Oᵀ accumulators: 16 per 32 d
+        self.softmax_valu = (144, 169)                                      # VALU of one softmax (expects)
         name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align, head_dim)
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS if head_dim == 128 else PLAN_REGIONS_HD192,
                                  aliases=PLAN_ALIASES, strict=True)
@@ -669,17 +670,25 @@ class _Builder:
         k.v_sub_f32(CORR, M_RUN, T1); yield
         k.v_mov_b32(M_RUN, T1); yield
         k.v_exp_f32(CORR, CORR); yield                              # corr = exp2(m_old - m_new)
+        yield from self.exp_args(X)
+        k.v_mul_f32(L_RUN, L_RUN, CORR); yield
+        for i in range(32):
+            k.v_exp_f32(X[i], X[i]); yield
+        yield from self.row_sum(X)
+        yield from self.pack_p(X)
+
+    def exp_args(self, X):
+        """S -> S*scale*log2e - m (or S - m with q_prescale), in place."""
+        k = self.k
         for i in range(32):
             if self.q_prescale:
                 k.v_sub_f32(X[i], X[i], M_RUN); yield
             else:
                 k.v_fma_f32(X[i], X[i], SCALE_C, -M_RUN); yield      # S*scale*log2e - m
-        k.v_mul_f32(L_RUN, L_RUN, CORR); yield
+
+    def row_sum(self, X):
         for i in range(32):
-            k.v_exp_f32(X[i], X[i]); yield
-        for i in range(32):
-            k.v_add_f32(L_RUN, L_RUN, X[i]); yield
-        yield from self.pack_p(X)
+            self.k.v_add_f32(L_RUN, L_RUN, X[i]); yield
 
     def pack_p(self, X):
         """P in place as the B operand of the P·V MFMAs (fa_layouts.pack_p): regs 8kk..8kk+3 become
@@ -762,7 +771,7 @@ class _Builder:
             k.s_barrier()                     # every wave: K_{j+1} in LDS, done with step j-1's buffers
             exp_n, nqk = 33, 2 * self.g.k_steps
             with k.region("qk_softmax", expect={"mfma": nqk, "ds_read": self.qk_reads, "lds_dma": nk + nv, "exp": exp_n,
-                                                 "valu": (144 + nk + nv, 169 + nk + nv)}):
+                                                 "valu": tuple(n + nk + nv for n in self.softmax_valu)}):
                 self.qk_cluster(nxt, 1 - p, softmax=self.softmax(cur), dma=self.dma_gen(p, 1 - p))
             if guard:                         # V_j -> KV now: after the barrier group A overwrites V buffer p
                 with k.region("v_prefetch", expect={"ds_read": 32}):

@@ -46,6 +46,9 @@ PLAN_REGIONS = dict(F.PLAN_REGIONS, Q=v[160:175], dma_m0=s[64:71], descale=s[72:
 # K and V fragments go through a 4-slot ring of 8 registers each.
 PLAN_REGIONS_HD256 = dict(PLAN_REGIONS, S=v[32:63], Q=v[64:95], O=v[96:223], KV=v[224:255])
 DQ, DK, DV = s[72], s[73], s[74]
+# packed-f32 softmax operands (fa_fwd's tmp region, free in the loop): (c, c) with c = scale*log2e*dq*dk,
+# and (-m, -m) for v_pk_fma_f32, reused as the (even, odd) row-sum pair by v_pk_add_f32
+C2, M2 = v[26:27], v[28:29]
 
 
 class _Fp8Builder(F._Builder):
@@ -79,6 +82,7 @@ class _Fp8Builder(F._Builder):
         self.wg_tile, self.wg_head, self.wg_batch = (z, x, y) if group else (x, y, z)
         self.q_loads, self.qk_reads = 2 * g.k_steps, 4 * g.k_steps
         self.pv_mfmas, self.pv_reads = g.d_v // 32, 4 * (g.d_v // 32)
+        self.softmax_valu = (100, 130)        # packed exponent arguments and row sums, fp8 packing (pack_p)
 
     # ---- prologue -----------------------------------------------------------------------------
     def setup(self):
@@ -117,8 +121,11 @@ class _Fp8Builder(F._Builder):
 
     def load_q(self):
         """Q as the B operand of Sᵀ = K·Qᵀ (64 d per MFMA): lane holds row lane%32, bytes
-        64kk + 32*(lane//32) + 0..31: two dwordx4 per k-step (Q_VOFF has 16*(lane//32) already)."""
-        k, t0 = self.k, F.TMP[0]
+        64kk + 32*(lane//32) + 0..31: two dwordx4 per k-step (Q_VOFF has 16*(lane//32) already).
+        Also (c, c) for the packed softmax."""
+        k, t0 = self.k, F.TMP[4]
+        k.v_mov_b32(C2[0], F.SCALE_C)
+        k.v_mov_b32(C2[1], F.SCALE_C)
         k.v_lshl_add_u32(t0, F.H4, 2, F.Q_VOFF)
         for kk in range(self.g.k_steps):
             for part in range(2):
@@ -213,6 +220,27 @@ class _Fp8Builder(F._Builder):
                 self.read_v(db + 2, vbuf)
         if self.setprio:
             k.s_setprio(0)
+
+    # ---- softmax: packed f32 where fa_fwd has one VALU per score --------------------------------
+    def exp_args(self, X):
+        """S*c - m two scores per v_pk_fma_f32 (16 instead of 32 VALU)."""
+        k = self.k
+        k.v_sub_f32(M2[0], 0, F.M_RUN); yield
+        k.v_mov_b32(M2[1], M2[0]); yield
+        for i in range(16):
+            k.v_pk_fma_f32(X[2 * i:2 * i + 1], X[2 * i:2 * i + 1], C2, M2); yield
+
+    def row_sum(self, X):
+        """L += Σ P by v_pk_add_f32 into two alternating pairs (M2 and T0:T1, free here), so no packed
+        add reads the one just before it (a packed write -> VALU read needs 1 wait state): 20 VALU, not 32."""
+        k, acc = self.k, (M2, v[20:21])
+        assert (F.T0, F.T1) == (acc[1][0], acc[1][1])
+        k.v_pk_add_f32(acc[0], X[0:1], X[2:3]); yield
+        k.v_pk_add_f32(acc[1], X[4:5], X[6:7]); yield
+        for i in range(4, 16):
+            k.v_pk_add_f32(acc[i % 2], acc[i % 2], X[2 * i:2 * i + 1]); yield
+        for r in (M2[0], M2[1], F.T0, F.T1):
+            k.v_add_f32(F.L_RUN, F.L_RUN, r); yield
 
     def pack_p(self, X):
         """P to fp8 in place: key block kb's 16 accumulators -> X[4kb:4kb+3] (accumulator 4m+e ->
