@@ -66,19 +66,32 @@ class HazardAnalysis:
         self.rules = [r for r in RULES if strict or not r.strict_only]
         self.extra: dict[int, int] = {}      # item index -> wait states of s_nops to insert before it
         self._ws = {i: wait_states(it, strict) for i, it in enumerate(items) if not is_label(it)}
-        # per instruction, worked out once: the rules it can be the producer of, and the registers
-        # each relation compares (the backward searches ask these of every instruction they pass)
-        self._producer_of = {i: frozenset(r.id for r in self.rules if r.producer(it))
-                             for i, it in enumerate(items) if not is_label(it)}
-        self._rel_regs: dict[tuple, frozenset | None] = {}
+        # Per instruction, worked out once: a bit mask of the rules it can be the producer of and,
+        # per such rule, the registers its relation compares (None: any). A rule whose relation
+        # names no register of the producer can never match it, so it is left out of the mask:
+        # the backward searches then step over most instructions on one integer test.
+        self._bit = {r.id: 1 << n for n, r in enumerate(self.rules)}
+        self._prod_mask: dict[int, int] = {}
+        self._prod_regs: dict[int, dict] = {}
+        for j, it in enumerate(items):
+            if is_label(it):
+                continue
+            mask, regs, rel, is_producer = 0, {}, {}, {}
+            for r in self.rules:
+                ok = is_producer.get(r.producer)
+                if ok is None:
+                    ok = is_producer[r.producer] = r.producer(it)
+                if ok:
+                    if r.relation not in rel:
+                        rel[r.relation] = RELATION_REGS[r.relation](it)
+                    rr = rel[r.relation]
+                    if rr is None or rr:
+                        mask |= self._bit[r.id]
+                        regs[r.id] = rr
+            self._prod_mask[j] = mask
+            self._prod_regs[j] = regs
         self._pos = {i: n for b in self.cfg.blocks for n, i in enumerate(b.insts)}
         self._limits: dict[tuple, int] = {}
-
-    def _relation_regs(self, j: int, relation: str):
-        key = (j, relation)
-        if key not in self._rel_regs:
-            self._rel_regs[key] = RELATION_REGS[relation](self.items[j])
-        return self._rel_regs[key]
 
     def _limit(self, rules: list[Rule]) -> int:
         key = tuple(r.id for r in rules)
@@ -86,13 +99,34 @@ class HazardAnalysis:
             self._limits[key] = _rule_max(rules)
         return self._limits[key]
 
+    def _mask(self, rules: list[Rule]) -> int:
+        m = 0
+        for r in rules:
+            m |= self._bit[r.id]
+        return m
+
+    @staticmethod
+    def _pending_state(pending, wanted, limit) -> tuple[int, int]:
+        """The rules any pending search may stop at (a mask) and the nearest limit."""
+        m, h = 0, MAX_WAITS + 1
+        for k in pending:
+            m |= wanted[k]
+            if limit[k] < h:
+                h = limit[k]
+        return m, h
+
     def hits(self, ci: int) -> list[Hit]:
         """Every rule whose nearest producer is too close to the consumer at item `ci`."""
         c = self.items[ci]
         searches: dict[tuple, list[Rule]] = {}
         selected: dict[str, list] = {}
+        is_consumer: dict = {}          # many rules share one consumer predicate: ask it once
         for rule in self.rules:
-            if rule.consumer(c):
+            pred = rule.consumer
+            ok = is_consumer.get(pred)
+            if ok is None:
+                ok = is_consumer[pred] = pred(c)
+            if ok:
                 if rule.operands not in selected:
                     selected[rule.operands] = SELECTORS[rule.operands](c)
                 for tag, regs in selected[rule.operands]:
@@ -101,50 +135,49 @@ class HazardAnalysis:
             clause = self.clause_hit(ci)
             return [clause] if clause else []
         limit = {k: self._limit(v) for k, v in searches.items()}
+        wanted = {k: self._mask(v) for k, v in searches.items()}
         best: dict[tuple, Hit] = {}
-        cfg = self.cfg
-        b0 = cfg.block_of[ci]
-        start = self._pos[ci]
+        cfg, items, ws_of, extra = self.cfg, self.items, self._ws, self.extra
+        prod_mask, prod_regs = self._prod_mask, self._prod_regs
         seen: dict[tuple, int] = {}
-        wanted = {k: frozenset(r.id for r in v) for k, v in searches.items()}
-        stack = [(b0, start, self.extra.get(ci, 0), frozenset(searches))]
+        stack = [(cfg.block_of[ci], self._pos[ci], extra.get(ci, 0), frozenset(searches))]
         while stack:
             bid, pos, ws, pending = stack.pop()
             insts = cfg.blocks[bid].insts
-            any_wanted = frozenset().union(*(wanted[k] for k in pending))
-            horizon = min(limit[k] for k in pending)
+            any_wanted, horizon = self._pending_state(pending, wanted, limit)
             for j in reversed(insts[:pos]):
-                prod_of = self._producer_of[j]
-                if prod_of.isdisjoint(any_wanted):      # no pending search can stop here
-                    ws += self._ws[j] + self.extra.get(j, 0)
-                    if ws < horizon:
-                        continue
-                    pending = frozenset(k for k in pending if ws < limit[k])
-                    if not pending:
-                        break
-                    any_wanted = frozenset().union(*(wanted[k] for k in pending))
-                    horizon = min(limit[k] for k in pending)
-                    continue
-                p = self.items[j]
-                done = set()
-                for key in pending:
-                    _, tag, regs = key
-                    for rule in searches[key]:
-                        if rule.id not in prod_of:
+                if prod_mask[j] & any_wanted:
+                    p = items[j]
+                    regs_of = prod_regs[j]
+                    done = set()
+                    for key in pending:
+                        if not prod_mask[j] & wanted[key]:
                             continue
-                        rr = self._relation_regs(j, rule.relation)
-                        if (rr is None or rr & regs) and (rule.when is None or rule.when(p, c, tag, regs)):
-                            h = Hit(rule, j, ws, rule.need(p, c, tag, regs))
-                            if key not in best or h.need > best[key].need:
-                                best[key] = h
-                            done.add(key)
+                        _, tag, regs = key
+                        for rule in searches[key]:
+                            if rule.id not in regs_of:
+                                continue
+                            rr = regs_of[rule.id]
+                            if (rr is None or rr & regs) and (rule.when is None or rule.when(p, c, tag, regs)):
+                                h = Hit(rule, j, ws, rule.need(p, c, tag, regs))
+                                if key not in best or h.need > best[key].need:
+                                    best[key] = h
+                                done.add(key)
+                                break
+                    ws += ws_of[j] + extra.get(j, 0)
+                    if done or ws >= horizon:
+                        pending = frozenset(k for k in pending if k not in done and ws < limit[k])
+                        if not pending:
                             break
-                ws += self._ws[j] + self.extra.get(j, 0)
-                pending = frozenset(k for k in pending if k not in done and ws < limit[k])
+                        any_wanted, horizon = self._pending_state(pending, wanted, limit)
+                    continue
+                ws += ws_of[j] + extra.get(j, 0)
+                if ws < horizon:
+                    continue
+                pending = frozenset(k for k in pending if ws < limit[k])
                 if not pending:
                     break
-                any_wanted = frozenset().union(*(wanted[k] for k in pending))
-                horizon = min(limit[k] for k in pending)
+                any_wanted, horizon = self._pending_state(pending, wanted, limit)
             else:
                 for pred in cfg.blocks[bid].preds:
                     st = (pred, pending)
@@ -216,11 +249,11 @@ def _finding(items, h: Hit, ci: int, strict: bool) -> Finding:
     return Finding(h.rule.id, msg, c, p, h.distance, h.waits, f"insert {nops} before #{ci}", h.rule.row, "hazard")
 
 
-def check_hazards(items: list, mode: str = "verify") -> list[Finding]:
+def check_hazards(items: list, mode: str = "verify", cfg: CFG | None = None) -> list[Finding]:
     if mode not in MODES:
         raise ValueError(f"mode is one of {MODES}, not {mode!r}")
     strict = mode == "strict"
-    ha = HazardAnalysis(items, strict)
+    ha = HazardAnalysis(items, strict, cfg)
     out = []
     for ci in ha.instruction_indices():
         seen = set()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..isa.instruction import Instruction
-from ..isa.operands import Reg, Special, operand_regs
+from ..isa.operands import Reg, Special, operand_reg_set
 
 VEC = ("v", "a")
 SALU_FAMILIES = {"SOP1", "SOP2", "SOPC", "SOPK", "SOPP"}
@@ -145,14 +145,14 @@ def store_data(i: Instruction) -> frozenset:
             return frozenset()
     else:
         return frozenset()
-    regs = frozenset(operand_regs(data))
+    regs = operand_reg_set(data)
     return regs if len(regs) > 2 else frozenset()
 
 
 # ---- operand selectors: the consumer registers a rule compares ------------------------------
 def _slot_regs(i: Instruction, name: str) -> frozenset:
     op = i.operand(name)
-    return frozenset(operand_regs(op)) if op is not None else frozenset()
+    return operand_reg_set(op) if op is not None else frozenset()
 
 
 def _explicit(i: Instruction, want: str):
@@ -251,7 +251,7 @@ SELECTORS: dict[str, Callable] = {
 
 # ---- relations: how a producer touches the selected registers ----------------------------
 def mfma_dst(p: Instruction) -> frozenset:
-    return frozenset(operand_regs(p.operands[0])) if p.operands else frozenset()
+    return operand_reg_set(p.operands[0]) if p.operands else frozenset()
 
 
 def srcc_regs(p: Instruction) -> frozenset:

@@ -225,9 +225,10 @@ def _fmt_regs(regs) -> str:
     return ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
 
 
-def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None) -> list[Finding]:
+def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None,
+                  cfg: CFG | None = None) -> list[Finding]:
     """Wait-counter findings; `block` (threads, or (x, y, z)) lets the LDS ranges be computed."""
-    wa = WaitcntAnalysis(items)
+    wa = WaitcntAnalysis(items, cfg)
     cfg = wa.cfg
     lds = lds or LdsAddressAnalysis(items, block, cfg)
     found: dict[tuple, Finding] = {}
@@ -263,12 +264,14 @@ def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None
         """(relation, example reader) of the LDS bytes of op o and the access at idx."""
         if kind != "barrier":
             return lds.relation(o.index, idx), idx
-        rels = {r: lds.relation(o.index, r, same_wave=False) for r in readers_before_next_barrier(idx)}
-        for want in ("overlap", "unknown"):
-            for r, rel in rels.items():
-                if rel == want:
-                    return rel, r
-        return "disjoint", None
+        unknown = None           # the first reader that meets, else the first one not proven apart
+        for r in readers_before_next_barrier(idx):
+            rel = lds.relation(o.index, r, same_wave=False)
+            if rel == "overlap":
+                return rel, r
+            if rel == "unknown" and unknown is None:
+                unknown = r
+        return ("unknown", unknown) if unknown is not None else ("disjoint", None)
 
     def report(idx, ins, o: Op, afters, kind, regs, every=True):
         severity, note = "error", ""

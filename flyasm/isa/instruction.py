@@ -10,7 +10,7 @@ from functools import cached_property
 
 from ..errors import SourceLoc
 from . import tables
-from .operands import Expr, Imm, Label, Mod, Operand, Reg, Special, Waitcnt, operand_regs
+from .operands import Expr, Imm, Label, Mod, Operand, Reg, Special, Waitcnt, operand_reg_set
 
 # Modifiers printed in hex, as llvm-mc prints them.
 HEX_MODS = {"row_mask", "bank_mask"}
@@ -105,7 +105,7 @@ class Instruction:
     def operand_access(self) -> tuple[tuple[str, str, frozenset], ...]:
         """(slot name, access "r"/"w"/"rw", registers) of each operand, worked out once (the
         checker's searches ask it of every instruction they pass)."""
-        return tuple((slot["name"], slot.get("access", "r"), frozenset(operand_regs(op)))
+        return tuple((slot["name"], slot.get("access", "r"), operand_reg_set(op))
                      for op, slot in zip(self.operands, self.slots))
 
     @cached_property

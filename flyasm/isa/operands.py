@@ -321,6 +321,22 @@ def as_operand(x) -> Operand:
                        f"an int or float, or a label name)")
 
 
+_REG_SETS: dict[tuple, frozenset] = {}
+
+
+def operand_reg_set(op: Operand) -> frozenset:
+    """operand_regs as a frozenset, one shared object per register range (the checker asks it of
+    every operand, and MFMA tuples name up to 16 registers)."""
+    base = op.base if isinstance(op, Mod) else op
+    if isinstance(base, Reg):
+        key = (base.file, base.index, base.count)
+        regs = _REG_SETS.get(key)
+        if regs is None:
+            regs = _REG_SETS[key] = frozenset(operand_regs(base))
+        return regs
+    return frozenset(operand_regs(op))
+
+
 def operand_regs(op: Operand) -> list[tuple[str, int]]:
     """Hardware registers an operand names, as (file, index) pairs; specials as ('spec', name)."""
     if isinstance(op, Mod):
