@@ -91,13 +91,7 @@ class HazardAnalysis:
             self._prod_mask[j] = mask
             self._prod_regs[j] = regs
         self._pos = {i: n for b in self.cfg.blocks for n, i in enumerate(b.insts)}
-        self._limits: dict[tuple, int] = {}
-
-    def _limit(self, rules: list[Rule]) -> int:
-        key = tuple(r.id for r in rules)
-        if key not in self._limits:
-            self._limits[key] = _rule_max(rules)
-        return self._limits[key]
+        self._plans: dict[tuple, tuple] = {}
 
     def _mask(self, rules: list[Rule]) -> int:
         m = 0
@@ -115,9 +109,15 @@ class HazardAnalysis:
                 h = limit[k]
         return m, h
 
-    def hits(self, ci: int) -> list[Hit]:
-        """Every rule whose nearest producer is too close to the consumer at item `ci`."""
-        c = self.items[ci]
+    def _searches(self, c: Instruction) -> tuple:
+        """(searches, limit, wanted, keys) of consumer c: the backward searches it starts, one per
+        (group, operand tag, registers), each with its rules in table order, the farthest wait
+        states it looks and the rules it may stop at (a mask). They depend only on what the
+        instruction says, so an unrolled kernel's repeated instructions share them."""
+        ck = (c.text(), c.raw)
+        plan = self._plans.get(ck)
+        if plan is not None:
+            return plan
         searches: dict[tuple, list[Rule]] = {}
         selected: dict[str, list] = {}
         is_consumer: dict = {}          # many rules share one consumer predicate: ask it once
@@ -131,16 +131,23 @@ class HazardAnalysis:
                     selected[rule.operands] = SELECTORS[rule.operands](c)
                 for tag, regs in selected[rule.operands]:
                     searches.setdefault((rule.group, tag, regs), []).append(rule)
+        limit = {k: _rule_max(v) for k, v in searches.items()}
+        wanted = {k: self._mask(v) for k, v in searches.items()}
+        plan = self._plans[ck] = (searches, limit, wanted, frozenset(searches))
+        return plan
+
+    def hits(self, ci: int) -> list[Hit]:
+        """Every rule whose nearest producer is too close to the consumer at item `ci`."""
+        c = self.items[ci]
+        searches, limit, wanted, keys = self._searches(c)
         if not searches:
             clause = self.clause_hit(ci)
             return [clause] if clause else []
-        limit = {k: self._limit(v) for k, v in searches.items()}
-        wanted = {k: self._mask(v) for k, v in searches.items()}
         best: dict[tuple, Hit] = {}
         cfg, items, ws_of, extra = self.cfg, self.items, self._ws, self.extra
         prod_mask, prod_regs = self._prod_mask, self._prod_regs
         seen: dict[tuple, int] = {}
-        stack = [(cfg.block_of[ci], self._pos[ci], extra.get(ci, 0), frozenset(searches))]
+        stack = [(cfg.block_of[ci], self._pos[ci], extra.get(ci, 0), keys)]
         while stack:
             bid, pos, ws, pending = stack.pop()
             insts = cfg.blocks[bid].insts
