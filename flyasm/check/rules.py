@@ -113,9 +113,12 @@ def forwarded_dst(i: Instruction) -> frozenset:
     sel = i.modifiers.get("dst_sel")
     if i.is_sdwa and sel is not None and sel != "DWORD":
         return vdst
-    if i.family == "VOP3P" and ("op_sel_hi" not in i.modifiers or i.modifiers["op_sel_hi"][0]):
+    if (i.family == "VOP3P" and "op_sel" in i.info.get("modifiers", ())
+            and ("op_sel_hi" not in i.modifiers or i.modifiers["op_sel_hi"][0])):
         # LLVM reads the VOP3P src0 op_sel_hi bit (set by default) as the VOP3 DST_OP_SEL bit, so
         # v_pk_* / v_dot2* count as forwarding producers: conservative, and what llc inserts.
+        # Only opcodes with an op_sel operand (AMDGPU::hasNamedOperand): v_accvgpr_read/write are
+        # VOP3P-encoded without one, and llc inserts nothing after them.
         return vdst
     op_sel = i.modifiers.get("op_sel")
     if op_sel:
