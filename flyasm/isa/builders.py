@@ -214,6 +214,43 @@ def _check_operand(mn: str, slot: dict, op, pos: int):
     return op
 
 
+def _scalar_value(op, slot: dict) -> str | None:
+    """The scalar value a VALU source reads over the constant bus (SGPR, VCC, EXEC, M0, trap
+    SGPRs, src_* / scc values, a literal), or None (VGPR, AGPR, inline constant, off)."""
+    base = op.base if isinstance(op, Mod) else op
+    if isinstance(base, Reg):
+        return str(base) if base.file == "s" else None
+    if isinstance(base, Special):
+        # llvm-mc counts src_shared_base and src_scc too, not only SGPRs
+        return base.name if base.kind in ("vcc", "exec", "m0") or _scalar_source(base, {}) else None
+    if isinstance(base, Imm) and not base.inline and not set(slot["kinds"]) & _IMM_KINDS:
+        return "a literal"
+    return None
+
+
+def _check_constant_bus(mn: str, info: dict, ops: tuple, slots: list) -> None:
+    """gfx950 VALU instructions read at most one scalar value (LLVM AMDGPUAsmParser::
+    getConstantBusLimit: 1 before GFX10; validateConstantBusLimitations counts each distinct SGPR,
+    the literal and an implicit VCC/M0 read once). v_writelane_b32's M0 lane select is exempt,
+    as llvm-mc accepts `v_writelane_b32 v1, s13, m0` (LLVM test MC/AMDGPU/writelane_m0.s)."""
+    used: list[str] = []
+    for op, sl in zip(ops, slots):
+        if "r" not in sl.get("access", "r") or sl["name"] in ("vdst", "sdst"):
+            continue
+        val = _scalar_value(op, sl)
+        if val is None or (mn == "v_writelane_b32" and sl["name"] == "src1" and val == "m0"):
+            continue
+        if val not in used:
+            used.append(val)
+    for r in info.get("implicit_reads", ()):
+        if r in ("vcc", "m0") and r not in used:
+            used.append(f"{r} (implicit)")
+    if len(used) > 1:
+        raise OperandError(f"{mn} reads {len(used)} scalar values ({', '.join(used)}), but a gfx950 VALU "
+                           f"instruction reads at most one SGPR, VCC, EXEC, M0 or literal (the constant bus); "
+                           f"move all but one into VGPRs")
+
+
 def _check_instruction_rules(mn: str, info: dict, ops: tuple, slots: list) -> None:
     """Rules that involve more than one operand (llvm-mc enforces each; messages say why)."""
     fam = info["family"]
@@ -230,6 +267,8 @@ def _check_instruction_rules(mn: str, info: dict, ops: tuple, slots: list) -> No
         if src1 is not None and not (isinstance(src1, Reg) and src1.file == "v"):
             raise OperandError(f"{mn} with a literal needs a VGPR as its second source (the 32-bit encoding); "
                                f"{src1} there selects the VOP3 encoding, which takes no literal on gfx950")
+    if info.get("unit") in ("VALU", "TRANS", "MFMA"):
+        _check_constant_bus(mn, info, ops, slots)
     if fam == "SMEM" and mn.startswith("s_buffer_") and any(isinstance(o, Imm) and o.value < 0 for o in ops):
         raise OperandError(f"{mn} takes an unsigned 20-bit offset")
     if info.get("unit") == "MFMA" and mn.startswith(("v_mfma", "v_smfmac")) and len(ops) >= 4:
