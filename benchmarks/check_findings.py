@@ -1,11 +1,14 @@
 """Static-checker findings per rule and severity, per family (directory), over a tree of code objects.
 
-    python benchmarks/check_findings.py [DIR] [--json PATH] [--jobs N]
+    python benchmarks/check_findings.py [DIR] [--json PATH] [--jobs N] [--by-rule] [--errors-only]
+    python benchmarks/check_findings.py [DIR] --from-json PATH [--by-rule] [--errors-only]
 
 DIR defaults to ../shared/aiter/gfx950. Every kernel of every `.co` below DIR is checked in verify
 mode with its workgroup size from the metadata; a family is the first directory under DIR. Prints
-one table (family x rule/severity) and the total; a kernel that cannot be read or checked is
-counted as an error with its one-sentence reason.
+one table (family x rule/severity, or with --by-rule rule/severity x family) and the total; a
+kernel that cannot be read or checked is counted as an error with its one-sentence reason.
+--errors-only keeps the definite findings (severity "error"); --from-json re-prints the rows a
+previous --json run saved instead of checking again.
 """
 from __future__ import annotations
 
@@ -51,14 +54,20 @@ def main(argv=None) -> int:
     ap.add_argument("dir", nargs="?", default=str(DEFAULT))
     ap.add_argument("--json", default=None)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--from-json", default=None)
+    ap.add_argument("--by-rule", action="store_true")
+    ap.add_argument("--errors-only", action="store_true")
     a = ap.parse_args(argv)
     top = Path(a.dir)
-    files = sorted(str(p) for p in top.rglob("*.co"))
-    if not files:
-        print(f"no .co files under {top}")
-        return 1
-    with ProcessPoolExecutor(a.jobs) as ex:
-        rows = [r for rs in ex.map(check_file, files) for r in rs]
+    if a.from_json:
+        rows = json.loads(Path(a.from_json).read_text())
+    else:
+        files = sorted(str(p) for p in top.rglob("*.co"))
+        if not files:
+            print(f"no .co files under {top}")
+            return 1
+        with ProcessPoolExecutor(a.jobs) as ex:
+            rows = [r for rs in ex.map(check_file, files) for r in rs]
     fam = collections.defaultdict(collections.Counter)
     kernels = collections.Counter()
     for r in rows:
@@ -68,15 +77,24 @@ def main(argv=None) -> int:
         if "error" in r:
             fam[f]["(read/check error)"] += 1
         else:
-            fam[f].update(r["counts"])
+            fam[f].update({k: v for k, v in r["counts"].items() if not a.errors_only or k.endswith("/error")})
     cols = sorted({c for v in fam.values() for c in v})
     total = collections.Counter()
     for v in fam.values():
         total.update(v)
-    print(f"{'family':<20} {'kernels':>7}  " + "  ".join(cols))
-    for f in sorted(fam):
-        print(f"{f:<20} {kernels[f]:>7}  " + "  ".join(f"{fam[f].get(c, 0):>{len(c)}}" for c in cols))
-    print(f"{'TOTAL':<20} {sum(kernels.values()):>7}  " + "  ".join(f"{total.get(c, 0):>{len(c)}}" for c in cols))
+    if a.by_rule:
+        fams = sorted(kernels)
+        w = max([len(c) for c in cols] + [14])
+        print(f"{'rule/severity':<{w}} " + " ".join(f"{f:>{max(len(f), 5)}}" for f in fams) + "  TOTAL")
+        print(f"{'kernels':<{w}} " + " ".join(f"{kernels[f]:>{max(len(f), 5)}}" for f in fams)
+              + f"  {sum(kernels.values()):>5}")
+        for c in cols:
+            print(f"{c:<{w}} " + " ".join(f"{fam[f].get(c, 0):>{max(len(f), 5)}}" for f in fams) + f"  {total[c]:>5}")
+    else:
+        print(f"{'family':<20} {'kernels':>7}  " + "  ".join(cols))
+        for f in sorted(fam):
+            print(f"{f:<20} {kernels[f]:>7}  " + "  ".join(f"{fam[f].get(c, 0):>{len(c)}}" for c in cols))
+        print(f"{'TOTAL':<20} {sum(kernels.values()):>7}  " + "  ".join(f"{total.get(c, 0):>{len(c)}}" for c in cols))
     for r in rows:
         if "error" in r:
             print(f"error: {r['file']} {r['kernel']}: {r['error']}")
