@@ -4,12 +4,16 @@
     python benchmarks/sweep_fa_fwd.py [--top 10] [--jobs 2] [--model static] # regenerates sweep_fa_fwd.md
 
 Grids (keyword parameters of fa_fwd.build(); aiter's calling convention, bf16, 64 query/kv heads):
-  LEVERS         lazy_rescale x setprio x q_prescale x stagger, causal and not (32 variants)
+  LEVERS         lazy_rescale x setprio x q_prescale x stagger of the old loop (split=False), causal
+                 and not (32 variants; the static model's grid)
   LEVERS_NOMASK  / LEVERS_CAUSAL: the same, one mask each
+  ONE_OFF_NOMASK / ONE_OFF_CAUSAL: the default and each lever changed alone (the perf model's grid:
+                 each variant is an emulator run plus a CU simulation, ~1 min)
   SMALL          2 variants for a quick look
 The predictions are for the issue's shape, batch 16, 64 heads, seqlen 8192, head dim 128
-(workload()); verify() runs a variant in the strict emulator at a small shape against
-fa_fwd.reference() with fresh random inputs.
+(workload(); with --model perf the CU timing model prices launch(), a recording at seqlen 1024 with
+the main loop scaled, as benchmarks/vs_aiter_model.py does); verify() runs a variant in the strict
+emulator at a small shape against fa_fwd.reference() with fresh random inputs.
 """
 from __future__ import annotations
 
@@ -29,8 +33,16 @@ LEVER_NAMES = ("lazy_rescale", "setprio", "q_prescale", "stagger")
 
 
 def _levers(causal_values):
-    return [dict(BASE, causal=c, **dict(zip(LEVER_NAMES, bits)))
+    return [dict(BASE, causal=c, split=False, **dict(zip(LEVER_NAMES, bits)))
             for c in causal_values for bits in product((True, False), repeat=len(LEVER_NAMES))]
+
+
+# each lever of the default (split softmax + ping-pong schedule) changed alone; split=False is the
+# loop of earlier sessions (stagger exists for it only)
+ONE_OFF = [{}, dict(pingpong=False), dict(split=False), dict(split=False, stagger=True), dict(lazy_rescale=False),
+           dict(setprio=False), dict(q_prescale=True)]
+ONE_OFF_NOMASK = [dict(BASE, causal=False, **d) for d in ONE_OFF]
+ONE_OFF_CAUSAL = [dict(BASE, causal=True, **d) for d in ONE_OFF]
 
 
 LEVERS = _levers((False, True))
@@ -42,10 +54,41 @@ build = fa_fwd.build                   # its keyword defaults mark the default r
 
 
 def workload(causal=False, dtype="bf16", **_):
-    """FLOPs = 4·B·H·S²·D (Q·Kᵀ and P·V), halved when causal (aiter's convention)."""
+    """FLOPs = 4·B·H·S²·D (Q·Kᵀ and P·V), halved when causal (aiter's convention); the launch the
+    perf model prices."""
     b, h, s, d = SHAPE["batch"], SHAPE["heads"], SHAPE["seqlen"], SHAPE["head_dim"]
     f = 4.0 * b * h * s * s * d
-    return {"flops": f / 2 if causal else f, "label": f"{dtype} B{b} H{h} S{s} D{d}{' causal' if causal else ''}"}
+    return {"flops": f / 2 if causal else f, "label": f"{dtype} B{b} H{h} S{s} D{d}{' causal' if causal else ''}",
+            "launch": lambda kern: perf_launch(kern, causal, b, h, s)}
+
+
+TRACE_SEQLEN = 1024      # the recorded problem: one (batch, head) at this seqlen, its main loop scaled
+
+
+def perf_launch(kern, causal, batch, heads, seqlen):
+    """flyasm.perf.predict() arguments of an aiter-convention fa_fwd kernel at [batch, heads, seqlen, 128]:
+    recorded at one head and TRACE_SEQLEN, the key loop scaled to seqlen (causal: aiter's paired grid,
+    workgroup w runs Q tiles w and n-1-w, n+1 key tiles per pair); compulsory DRAM traffic = Q, K, V,
+    O once and the LSE."""
+    from flyasm.dispatch import aiter_grid
+    from flyasm.run.args import pack_args, specs_from_kernel
+    s0 = min(seqlen, TRACE_SEQLEN)
+    row = 128 * 2                                  # bytes of one row of [B, S, H=1, 128] 16-bit data
+    vals = {"scale": 1 / 128 ** 0.5, "seqlen_q": s0, "seqlen_k": s0, "q_ss": row, "q_ts": 256 * row, "q_hs": row,
+            "q_bs": s0 * row, "gqa": 1, "k_ss": row, "k_hs": row, "k_bs": s0 * row, "opt": 0, "has_lse": 1,
+            "qk_head_dim": 128, "v_head_dim": 128, "q_head_num": 1, "v_ss": row, "v_hs": row, "v_bs": s0 * row,
+            "o_ss": row, "o_hs": row, "o_bs": s0 * row, "lse_hs": 4 * s0}
+    bufs = {"q": s0 * row, "k": s0 * row, "v": s0 * row, "o": s0 * row, "lse": s0 * 4}
+    specs = specs_from_kernel(kern)
+
+    def kernarg(addrs):
+        v = dict(vals, **addrs)
+        return pack_args(specs, [v.get(a.name, 0) for a in kern.args], None, kern.kernarg_size)
+    n0, nt = -(-s0 // 256), -(-seqlen // 256)
+    scale = (nt + 1) / (n0 + 1) if causal else seqlen / s0
+    dram = 2 * 2 * batch * heads * seqlen * row + 4 * batch * heads * seqlen
+    return {"grid": aiter_grid(seqlen, heads, batch, 256, causal), "block": 512, "kernarg": kernarg,
+            "buffers": bufs, "trace_grid": aiter_grid(s0, 1, 1, 256, causal), "loop_scale": scale, "dram_bytes": dram}
 
 
 # Verification shape: one (batch, head); seqlens not multiples of the 256-row Q tile or of the 64-key
@@ -58,6 +101,7 @@ TOL = {"bf16": 1e-2, "f16": 2.5e-3}
 
 def verify(kernel, seed, dtype="bf16", causal=False, num_heads=64, num_kv_heads=64, aiter_args=True,
            q_prescale=False, stagger=False, **_):
+    """The variant in the emulator at Sq=VERIFY_SQ, Sk=VERIFY_SK against fa_fwd.reference()."""
     import torch
     g = torch.Generator().manual_seed(seed)
     tdt = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
@@ -97,7 +141,8 @@ def main(argv=None) -> int:
              f"Sq={VERIFY_SQ}, Sk={VERIFY_SK}.", "",
              f"Regenerate: `python benchmarks/sweep_fa_fwd.py --top {args.top} --jobs {args.jobs} "
              f"--model {args.model}` (cached by content: a rerun only builds what changed).", ""]
-    for grid in ("LEVERS_NOMASK", "LEVERS_CAUSAL"):
+    ap_grids = ("ONE_OFF_NOMASK", "ONE_OFF_CAUSAL") if args.model == "perf" else ("LEVERS_NOMASK", "LEVERS_CAUSAL")
+    for grid in ap_grids:
         res = run_sweep(f"{__file__}:{grid}", None, top=args.top, jobs=args.jobs, model=args.model)
         shown = res.rows[:args.top] + [r for r in res.rows[args.top:] if r.default]
         head, body = table_rows(shown)

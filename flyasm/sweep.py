@@ -20,9 +20,9 @@ parameters, the toolchain, the model), so a rerun only builds what changed; then
 variants that check clean are verified (also cached, by the same key). A variant with findings or a
 build error is listed, never ranked above one that checks clean.
 
-Rankers are pluggable (RANKERS): "static" is flyasm.report.model; "perf" is the CU timing model
-package flyasm.perf once it exists and exposes `sweep_predict(kernel, workload) -> dict` with
-the keys of Prediction.
+Rankers are pluggable (RANKERS): "static" is flyasm.report.model; "perf" is the CU timing model,
+flyasm.perf.sweep_predict(kernel, workload), which prices the launch the grid's workload() gives
+under "launch" (perf.predict()'s grid, block, kernarg, buffers ...; see flyasm/perf/sweep.py).
 """
 from __future__ import annotations
 

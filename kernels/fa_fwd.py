@@ -8,7 +8,24 @@ through LDS in 64-key steps.  Every lane/offset formula comes from kernels/fa_la
 numpy model of this exact data movement is tested against plain attention
 (tests/test_fa_layouts.py).
 
-Pipeline of one 64-key step j (per wave; S_cur holds Sᵀ_j, computed one step earlier):
+Default pipeline of one 64-key step j (head dim 128; per wave; S_j was computed a step earlier
+and the first half of its softmax is done), four phases with a barrier after each:
+
+    read K   16 ds_read_b128 (K_{j+1} -> all 16 KV slots)  ║ 3 DMA V_{j+1}
+    Q·Kᵀ     16 MFMA  S_{j+1} = K_{j+1}·Qᵀ   ║ softmax_b(S_j): 16 exp2, row sum (v_pk_add_f32), pack P_j
+             then (uniform branch, only when the lazy max moved) O, l *= corr; mask S_{j+1} on boundary tiles
+    read V   32 ds_read_b64_tr_b16 (V_j -> KV)               ║ 3 DMA K_{j+3}
+    P·V      16 MFMA  Oᵀ += V_jᵀ·P_jᵀ          ║ softmax_a(S_{j+1}): row max, lazy max, S·c - m
+                                                  (v_pk_fma_f32), 16 exp2
+
+Waves 4-7 run one phase behind waves 0-3 (wave w and w+4 share a SIMD), so in every phase one wave
+of each SIMD runs its 16 MFMAs with half a softmax in their shadows (~28 VALU-port cycles per
+32-cycle MFMA) while the other reads LDS: the ping-pong of aiter's kernel, with fewer VALU cycles
+per MFMA (packed f32 ops, lazy rescale, corr's exp2 only when the max moved). build(pingpong=False)
+keeps the split softmax with all waves in phase (one barrier per step); build(split=False) is the
+loop of earlier versions (below), which head dim 192 and stagger use.
+
+Loop of split=False, one 64-key step j (per wave; S_cur holds Sᵀ_j, computed one step earlier):
 
     mask       (only on boundary tiles)  v_cmp/v_cndmask of S_cur against seqlen_k / the diagonal
     ── wait K_{j+1} DMA, s_barrier ──
@@ -26,7 +43,7 @@ q_prescale=True instead folds it into Q when Q is loaded (in-flight Q scaling, o
 Q more: see build()).  The max is "lazy": the running max m used for
 P = exp2(S - m) is only moved when some lane's tile max exceeds it by more than 8 (P ≤ 2^8 stays
 exact enough in bf16 and far from fp32 overflow), so O is rarely rescaled.
-build(stagger=True) runs waves 0-3 and 4-7 half a phase apart (race-freedom argument in build()).
+build(split=False, stagger=True) runs waves 0-3 and 4-7 half a phase apart (race-freedom argument in build()).
 
 Supported: head dim 128; 1 ≤ seqlen_q, seqlen_k < 2^24 with any remainder (masking); row strides
 ≥ 256 bytes and multiples of 16 bytes; byte offsets of one (batch, head) slice < 2^32; causal is
@@ -181,7 +198,7 @@ def build_name(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_ar
 
 class _Builder:
     def __init__(self, dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
-                 stagger=False, group=False, align=None, head_dim=128):
+                 stagger=False, group=False, align=None, head_dim=128, split=None, pingpong=True):
         if dtype not in ("bf16", "f16"):
             raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
         if head_dim not in L.GEOMETRY:
@@ -203,6 +220,11 @@ class _Builder:
         self.num_heads = num_heads
         self.lazy_rescale, self.setprio, self.q_prescale = lazy_rescale, setprio, q_prescale
         self.stagger = stagger
+        # split softmax (build()'s docstring): the default loop of head dim 128 without stagger
+        self.split = (head_dim == 128 and not stagger and type(self) is _Builder) if split is None else split
+        if self.split and (head_dim != 128 or stagger):
+            raise ValueError("split=True exists for head dim 128 without stagger")
+        self.pingpong = self.split and pingpong
         self.v_guard = True           # stagger: group B reads V into VGPRs before its 2nd barrier (tests break it)
         self.b_waits = True           # stagger: group B's tighter DMA waits in the loop (tests break it)
         self.b_wait_start = True      # stagger: ... and before its extra barrier (tests break it)
@@ -562,13 +584,32 @@ class _Builder:
         k.s_barrier()                                                   # ... and every wave's
         with k.region("qk_first", expect={"mfma": 2 * g.k_steps, "ds_read": self.qk_reads}):
             self.qk_cluster(S[0:31], 0, softmax=None, dma=None)
+        if self.split:                                                  # the split loop's entry state
+            k.s_mov_b32(KBASE, 0)
+            self.mask(S[0:31], "first")
+            with k.region("softmax_first", expect={"exp": self.EXP_A}):
+                k.s_nop(7)                                              # last Q·Kᵀ MFMA -> VALU reads of S
+                for _ in self.softmax_a(S[0:31]):
+                    pass
+            k.s_waitcnt(vmcnt=0, lgkmcnt=0)                             # K_1, V_0 landed (the loop's first barrier)
+            k.s_barrier()
+            if not self.pingpong:
+                for f in range(8):
+                    self.read_k((f // self.g.k_steps, f % self.g.k_steps), f, 1)
+            else:                                                       # K_min(2, n-1) -> K buffer 0
+                k.s_min_u32(ST0, N_TILES, 3)
+                k.s_sub_u32(ST0, ST0, 1)
+                k.s_mul_i32(K_TILE_OFF, ST0, K_SS64)
+                for i in range(g.k_dma):
+                    self.dma("k", 0, i, K_TILE_OFF)
 
     # ---- clusters -----------------------------------------------------------------------------
-    def qk_cluster(self, s_out, kbuf, softmax, dma):
+    def qk_cluster(self, s_out, kbuf, softmax, dma, budget=0, preread=False):
         """2 x k_steps MFMAs Sᵀ = K·Qᵀ from K buffer kbuf (16 for head dim 128, 24 for 192); the K
         fragments are read 8 ahead into the 16 KV slots (slot f % 16: fragment f + 16 overwrites f
         after MFMA f has issued); `softmax` and `dma` are generators of independent instructions
-        placed in the MFMA shadows."""
+        placed in the MFMA shadows. preread: the first 8 reads were issued already (pv_cluster's
+        barrier hook)."""
         k, ks, Q = self.k, self.g.k_steps, self.Q
         if self.setprio:
             k.s_setprio(1)
@@ -576,10 +617,8 @@ class _Builder:
         n = len(reads)
 
         def read(f):
-            kb, kk = reads[f]
-            slot = KV[4 * (f % 16):4 * (f % 16) + 3]
-            k.ds_read_b128(slot, K_ADDR[kbuf], offset=L.k_read_imm(kb, kk, self.g.k_stride)).lds_buffer = f"k{kbuf}"
-        for f in range(8):
+            self.read_k(reads[f], f % 16, kbuf)
+        for f in range(0 if preread else 8):
             read(f)
         for f in range(n):
             issued = min(8 + f, n)
@@ -592,7 +631,10 @@ class _Builder:
                 read(f + 8)
             if f % 2 == 1:
                 self.fill(dma, 3)
-            self.fill(softmax, 144 // n)                    # ~150 softmax instructions over the MFMAs
+            if budget:
+                self.feed(softmax, budget, start=f == 0)    # budget: VALU-port cycles per MFMA
+            else:
+                self.fill(softmax, 144 // n)                # ~150 softmax instructions over the MFMAs
         self.fill(dma)
         self.fill(softmax)
         if self.setprio:
@@ -605,6 +647,12 @@ class _Builder:
             for _ in (gen if n is None else range(n)):
                 next(gen, None)
 
+    def read_k(self, frag, slot, kbuf):
+        """K fragment (kb, kk) -> KV slot (one ds_read_b128)."""
+        kb, kk = frag
+        self.k.ds_read_b128(KV[4 * slot:4 * slot + 3], K_ADDR[kbuf],
+                            offset=L.k_read_imm(kb, kk, self.g.k_stride)).lds_buffer = f"k{kbuf}"
+
     PV_FRAGS = [(db, kk) for kk in range(4) for db in range(4)]   # alternate accumulators
 
     def read_v(self, f, vbuf):
@@ -614,9 +662,10 @@ class _Builder:
             self.k.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], V_ADDR[vbuf],
                                       offset=L.v_read_imm(db, kk, t)).lds_buffer = f"v{vbuf}"
 
-    def pv_cluster(self, p_regs, vbuf, prefetched=False):
+    def pv_cluster(self, p_regs, vbuf, prefetched=False, softmax=None, budget=0, hook=None):
         """16 MFMAs Oᵀ += Vᵀ·Pᵀ; each V fragment is two ds_read_b64_tr_b16, read 7 fragments ahead
-        (prefetched: all 16 already in KV, no LDS access here)."""
+        (prefetched: all 16 already in KV, no LDS access here). hook = (f, fn): fn() is emitted after
+        MFMA f (the split loop's barrier)."""
         k = self.k
         if self.setprio:
             k.s_setprio(1)
@@ -634,42 +683,19 @@ class _Builder:
             self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], p_regs[8 * kk:8 * kk + 3], acc)   # P_kk packed in place
             if f + ahead < 16:
                 self.read_v(f + ahead, vbuf)
+            if softmax is not None:
+                self.feed(softmax, budget, start=f == 0)    # split loop: softmax_a of the next tile
+            if hook and f == hook[0]:
+                hook[1]()
+        for _ in softmax or ():
+            pass
         if self.setprio:
             k.s_setprio(0)
 
     # ---- softmax (a generator: one instruction per step, placed by qk_cluster) -----------------
     def softmax(self, X):
         k = self.k
-        # tile row max: 16 accumulators per lane in two chains, then the other lane half
-        k.v_max3_f32(T0, X[0], X[1], X[2]); yield
-        k.v_max3_f32(T1, X[16], X[17], X[18]); yield
-        for i in range(3, 15, 2):
-            k.v_max3_f32(T0, T0, X[i], X[i + 1]); yield
-            k.v_max3_f32(T1, T1, X[16 + i], X[17 + i]); yield
-        k.v_max_f32(T0, T0, X[15]); yield
-        k.v_max_f32(T1, T1, X[31]); yield
-        k.v_max_f32(M_TILE, T0, T1); yield
-        if not self.q_prescale:
-            k.v_mul_f32(M_TILE, SCALE_C, M_TILE); yield             # to exp2 units (scale > 0)
-        k.v_mov_b32(T0, M_TILE); yield
-        k.s_nop(1); yield                                           # VALU -> permlane: 2 wait states
-        k.v_permlane32_swap_b32(M_TILE, T0); yield                  # T0(lo) <- M(hi), M(hi) <- T0(lo)
-        k.v_max_f32(M_TILE, M_TILE, T0); yield                      # full row max in both halves
-        # lazy max: move m only if some lane's tile max is above m + threshold (uniform decision)
-        if self.lazy_rescale:
-            k.v_sub_f32(T0, M_TILE, M_RUN); yield
-            k.v_cmp_lt_f32(vcc, LAZY_THRESHOLD, T0); yield
-            k.s_nop(1); yield
-            k.s_cmp_lg_u64(vcc, 0); yield
-            k.s_cselect_b64(LAZY, -1, 0); yield
-            k.v_max_f32(T0, M_RUN, M_TILE); yield
-            k.v_cndmask_b32(T1, M_RUN, T0, LAZY); yield
-        else:
-            k.s_mov_b64(LAZY, -1); yield
-            k.v_max_f32(T1, M_RUN, M_TILE); yield
-        k.v_sub_f32(CORR, M_RUN, T1); yield
-        k.v_mov_b32(M_RUN, T1); yield
-        k.v_exp_f32(CORR, CORR); yield                              # corr = exp2(m_old - m_new)
+        yield from self.max_corr(X)
         yield from self.exp_args(X)
         k.v_mul_f32(L_RUN, L_RUN, CORR); yield
         for i in range(32):
@@ -690,16 +716,102 @@ class _Builder:
         for i in range(32):
             self.k.v_add_f32(L_RUN, L_RUN, X[i]); yield
 
+    def max_corr(self, X, exp_corr=True):
+        """Row max of the tile X (exp2 units), lazy max update, m and corr = exp2(m_old - m_new);
+        yields each instruction's VALU-port cycles (feed())."""
+        k = self.k
+        # tile row max: 16 accumulators per lane in two chains, then the other lane half
+        k.v_max3_f32(T0, X[0], X[1], X[2]); yield 4
+        k.v_max3_f32(T1, X[16], X[17], X[18]); yield 4
+        for i in range(3, 15, 2):
+            k.v_max3_f32(T0, T0, X[i], X[i + 1]); yield 4
+            k.v_max3_f32(T1, T1, X[16 + i], X[17 + i]); yield 4
+        k.v_max_f32(T0, T0, X[15]); yield 4
+        k.v_max_f32(T1, T1, X[31]); yield 4
+        k.v_max_f32(M_TILE, T0, T1); yield 4
+        if not self.q_prescale:
+            k.v_mul_f32(M_TILE, SCALE_C, M_TILE); yield 4             # to exp2 units (scale > 0)
+        k.v_mov_b32(T0, M_TILE); yield 4
+        k.s_nop(1); yield 1                                           # VALU -> permlane: 2 wait states
+        k.v_permlane32_swap_b32(M_TILE, T0); yield 4                  # T0(lo) <- M(hi), M(hi) <- T0(lo)
+        k.v_max_f32(M_TILE, M_TILE, T0); yield 4                      # full row max in both halves
+        # lazy max: move m only if some lane's tile max is above m + threshold (uniform decision)
+        if self.lazy_rescale:
+            k.v_sub_f32(T0, M_TILE, M_RUN); yield 4
+            k.v_cmp_lt_f32(vcc, LAZY_THRESHOLD, T0); yield 4
+            k.s_nop(1); yield 1
+            k.s_cmp_lg_u64(vcc, 0); yield 1
+            k.s_cselect_b64(LAZY, -1, 0); yield 1
+            k.v_max_f32(T0, M_RUN, M_TILE); yield 4
+            k.v_cndmask_b32(T1, M_RUN, T0, LAZY); yield 4
+        else:
+            k.s_mov_b64(LAZY, -1); yield 1
+            k.v_max_f32(T1, M_RUN, M_TILE); yield 4
+        k.v_sub_f32(CORR, M_RUN, T1); yield 4
+        k.v_mov_b32(M_RUN, T1); yield 4
+        if exp_corr:
+            k.v_exp_f32(CORR, CORR); yield 16                          # corr = exp2(m_old - m_new)
+
     def pack_p(self, X):
         """P in place as the B operand of the P·V MFMAs (fa_layouts.pack_p): regs 8kk..8kk+3 become
         8 bf16 of keys, then swap."""
         k = self.k
         for kk in range(4):
             for e in range(4):
-                k.instr(self.cvt_pk, X[8 * kk + e], X[8 * kk + 2 * e], X[8 * kk + 2 * e + 1]); yield
+                k.instr(self.cvt_pk, X[8 * kk + e], X[8 * kk + 2 * e], X[8 * kk + 2 * e + 1]); yield 4
         for kk in range(4):
-            k.v_permlane32_swap_b32(X[8 * kk], X[8 * kk + 2]); yield
-            k.v_permlane32_swap_b32(X[8 * kk + 1], X[8 * kk + 3]); yield
+            k.v_permlane32_swap_b32(X[8 * kk], X[8 * kk + 2]); yield 4
+            k.v_permlane32_swap_b32(X[8 * kk + 1], X[8 * kk + 3]); yield 4
+
+    # ---- split softmax (the default loop of head dim 128): half a tile's softmax under each cluster --
+    EXP_A = 16          # exp2s of a tile under the P·V cluster, the other 16 under Q·Kᵀ: VALU cycles balance
+
+    def feed(self, gen, budget, start=False):
+        """Place instructions of `gen` (it yields each one's VALU-port cycles) until the cluster's
+        running total reaches `budget` per call (start: a new cluster), so an instruction that overran
+        one MFMA's shadow shortens the next one's share."""
+        self._bal = budget if start else getattr(self, "_bal", 0) + budget
+        while self._bal > 0:
+            c = next(gen, None)
+            if c is None:
+                return
+            self._bal -= c
+
+    def softmax_a(self, X):
+        """First half, under P·V of the previous tile, on a fresh (masked) Sᵀ tile X: row max, lazy
+        max update, log2 corr, X = S*c - m two lanes' values per instruction, exp2 of X[0:EXP_A].
+        Packed f32 VALU ops are full rate (MI355X data sheet: 157.3 TFLOPS vector FP32 = 256 CU x 4
+        SIMD x 16 lanes x 2 (FMA) x 2 (packed) x 2.4 GHz)."""
+        k = self.k
+        yield from self.max_corr(X, exp_corr=False)     # corr's exp2 is in the (rare) rescale branch
+        M2, SC2 = v[16:17], v[30:31]           # m = v16 (lo word), c = v31 (hi word), broadcast by op_sel
+        for i in range(0, 32, 2):
+            if self.q_prescale:
+                k.v_pk_add_f32(X[i:i + 1], X[i:i + 1], M2, op_sel_hi=[1, 0], neg_lo=[0, 1], neg_hi=[0, 1]); yield 4
+            else:
+                k.v_pk_fma_f32(X[i:i + 1], X[i:i + 1], SC2, M2, op_sel=[0, 1, 0], op_sel_hi=[1, 1, 0],
+                               neg_lo=[0, 0, 1], neg_hi=[0, 0, 1]); yield 4
+        for i in range(self.EXP_A):
+            k.v_exp_f32(X[i], X[i]); yield 16
+
+    def softmax_b(self, X):
+        """Second half, under the next tile's Q·Kᵀ: exp2 of X[EXP_A:32], the row sum two lanes' values
+        per v_pk_add_f32 (into T0:T1), P packed to bf16/f16."""
+        k, acc = self.k, v[20:21]                # T0, T1
+        k.v_pk_add_f32(acc, X[0:1], X[2:3]); yield 4
+        nxt, last = 4, None
+        for i in range(self.EXP_A, 32):
+            k.v_exp_f32(X[i], X[i]); yield 16
+            last = i
+            if nxt + 1 < i:                      # both values of the pair came out of earlier exp2s
+                k.v_pk_add_f32(acc, acc, X[nxt:nxt + 1]); yield 4
+                nxt += 2
+        while nxt < 32:
+            if last in (nxt, nxt + 1):
+                k.s_nop(0); yield 1              # TRANS result -> VALU read: 1 wait state
+            k.v_pk_add_f32(acc, acc, X[nxt:nxt + 1]); yield 4
+            nxt, last = nxt + 2, None
+        yield from self.pack_p(X)                # T0:T1 is added to l after the rescale branch
 
     def dma_gen(self, kbuf, vbuf):
         """K_{j+2} -> K buffer kbuf and V_{j+1} -> V buffer vbuf (tile offsets in SGPRs)."""
@@ -794,6 +906,155 @@ class _Builder:
             k.s_add_u32(STEP, STEP, 1)
             k.s_cmp_lt_u32(STEP, N_TILES)
 
+    # ---- the ping-pong loop (split softmax; the default of head dim 128) --------------------------
+    BUDGET = 28         # VALU-port cycles placed after each MFMA of a cluster (32-cycle MFMA, 4 of them its issue)
+
+    def loop_pp(self):
+        """Group B (waves 4-7) runs one phase behind group A (waves 0-3): B passes one extra barrier
+        before the loop, A one after it, so both pass 4 * n_tiles + 1 and A's barrier i meets B's
+        barrier i-1. Waves w and w+4 share a SIMD: in every phase one of them runs an MFMA cluster
+        while the other reads LDS (body_pp)."""
+        k = self.k
+        k.s_cmp_ge_u32(WAVE, 4)
+        k.s_cbranch_scc0(k.L(".Lpp_a"))
+        k.s_barrier()                         # B: meets A's first loop barrier
+        k.label(".Lpp_a")
+        self.loop()
+        k.s_cmp_lt_u32(WAVE, 4)
+        k.s_cbranch_scc0(k.L(".Lpp_end"))
+        k.s_barrier()                         # A: meets B's last loop barrier
+        k.label(".Lpp_end")
+
+    def body_pp(self, p):
+        """One 64-key step: S half p holds S_j (softmax_a done), K_{j+1} in K buffer 1-p, V_j in V
+        buffer p. Four phases, a barrier after each:
+            read K_{j+1} -> KV;  DMA V_{j+1} -> V buffer 1-p
+            Q·Kᵀ_{j+1} ║ softmax_b(S_j) -> P_j;  O *= corr_j (lazy);  mask S_{j+1}
+            read V_j -> KV;  DMA K_{j+3} -> K buffer 1-p
+            P·V_j ║ softmax_a(S_{j+1})
+        Phases of the two groups (A one ahead): X = A's phase, B runs the phase before it.
+          A: read K_{j+1} | QK_{j+1} | read V_j  | PV_j
+          B: PV_{j-1}     | read K_{j+1} | QK_{j+1} | read V_j
+        LDS: K_{j+1} is read in A's and B's read-K phases (phases 1 and 2 of step j) and refilled
+        with K_{j+3} in the read-V phases (3 and 4); V_j is read in phases 3 and 4 of step j and
+        refilled with V_{j+2} in phases 1 and 2 of step j+1. Every read phase ends with lgkmcnt(0)
+        before its barrier. Landing: after each read phase a wave waits vmcnt(6), i.e. for what it
+        DMA'd two read phases earlier: after read-K(j) its V_j (read by A after the next barrier,
+        phase 3), after read-V(j) its K_{j+2} (read by A from phase 1 of step j+1). K_2 is DMA'd
+        after the prologue's last barrier (its buffer held K_0)."""
+        k = self.k
+        cur, nxt = S[32 * p:32 * p + 31], S[32 * (1 - p):32 * (1 - p) + 31]
+        nk, nv = self.g.k_dma, self.g.v_dma
+        with k.region(f"step{p}"):
+            self.tile_offsets(k_ahead=3)
+            with k.region("read_k", expect={"ds_read": 16, "lds_dma": nv}):
+                for i in range(nv):
+                    self.dma("v", 1 - p, i, V_TILE_OFF)
+                for f in range(16):
+                    self.read_k((f // 8, f % 8), f, 1 - p)
+                k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
+            k.s_barrier()
+            with k.region("qk_softmax", expect={"mfma": 16, "exp": 32 - self.EXP_A}):
+                self.qk_regs(nxt, self.softmax_b(cur))
+            self.rescale_o_split(p)
+            k.s_add_u32(ST0, STEP, 1)
+            k.s_lshl_b32(KBASE, ST0, 6)
+            self.mask(nxt, p)
+            k.s_barrier()
+            with k.region("read_v", expect={"ds_read": 32, "lds_dma": nk}):
+                for i in range(nk):
+                    self.dma("k", 1 - p, i, K_TILE_OFF)
+                for f in range(16):
+                    self.read_v(f, p)
+                k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
+            k.s_barrier()
+            with k.region("pv", expect={"mfma": 16, "exp": self.EXP_A}):
+                self.pv_cluster(cur, p, prefetched=True, softmax=self.softmax_a(nxt), budget=self.BUDGET)
+            k.s_barrier()
+            k.s_add_u32(STEP, STEP, 1)
+            k.s_cmp_lt_u32(STEP, N_TILES)
+
+    def qk_regs(self, s_out, softmax):
+        """16 MFMAs Sᵀ = K·Qᵀ from the K fragments in KV (slot f = kb * 8 + kk), `softmax` in their shadows."""
+        k, Q = self.k, self.Q
+        if self.setprio:
+            k.s_setprio(1)
+        for f in range(16):
+            kb, kk = f // 8, f % 8
+            acc = s_out[16 * kb:16 * kb + 15]
+            self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], Q[4 * kk:4 * kk + 3], 0 if kk == 0 else acc)
+            self.feed(softmax, self.BUDGET, start=f == 0)
+        for _ in softmax:
+            pass
+        if self.setprio:
+            k.s_setprio(0)
+
+    def tile_offsets(self, k_ahead=2):
+        """K_TILE_OFF / V_TILE_OFF: byte offsets of K_{j+k_ahead} and V_{j+1}, clamped to the last
+        tile so every wave's vmcnt stays uniform."""
+        k = self.k
+        k.s_add_u32(ST0, STEP, k_ahead)
+        k.s_sub_u32(ST1, N_TILES, 1)
+        k.s_min_u32(ST0, ST0, ST1)
+        k.s_mul_i32(K_TILE_OFF, ST0, K_SS64)
+        k.s_add_u32(ST0, STEP, 1)
+        k.s_min_u32(ST0, ST0, ST1)
+        k.s_mul_i32(V_TILE_OFF, ST0, V_SS64)
+
+    def body_split(self, p):
+        """One 64-key step of the split loop: S half p holds S_j with softmax_a done (O not yet
+        rescaled by its corr); K_{j+1} in K buffer 1-p, V_j in V buffer p.
+            Q·Kᵀ_{j+1} ║ softmax_b(S_j) -> P_j;  O *= corr_j (lazy);  mask S_{j+1};  P·V_j ║ softmax_a(S_{j+1})
+        The last step's S_n (K clamped to the last tile) lies past every row's last key, so the mask
+        sets it to -inf and its softmax_a leaves m, l and corr unchanged (corr = 1, no rescale)."""
+        k = self.k
+        cur, nxt = S[32 * p:32 * p + 31], S[32 * (1 - p):32 * (1 - p) + 31]
+        nk, nv = self.g.k_dma, self.g.v_dma
+        with k.region(f"step{p}"):
+            self.tile_offsets()
+            with k.region("qk_softmax", expect={"mfma": 16, "ds_read": 8, "lds_dma": nk + nv, "exp": 32 - self.EXP_A}):
+                self.qk_cluster(nxt, 1 - p, softmax=self.softmax_b(cur), dma=self.dma_gen(p, 1 - p), budget=28,
+                                preread=True)
+            self.rescale_o_split(p)
+            k.s_add_u32(ST0, STEP, 1)
+            k.s_lshl_b32(KBASE, ST0, 6)
+            self.mask(nxt, p)
+            with k.region("pv", expect={"mfma": 16, "ds_read": 40, "exp": self.EXP_A}):
+                self.pv_cluster(cur, p, softmax=self.softmax_a(nxt), budget=32,
+                                hook=(self.PV_BARRIER, lambda: self.step_barrier(p)))
+            k.s_add_u32(STEP, STEP, 1)
+            k.s_cmp_lt_u32(STEP, N_TILES)
+
+    def rescale_o_split(self, p):
+        """When the lazy max moved (uniform branch): corr = exp2(m_old - m_new), l and O *= corr (two
+        accumulators per v_pk_mul_f32); then l += this tile's row sum (T0 + T1, from softmax_b)."""
+        k = self.k
+        skip = f".Lskip_rescale_{p}"
+        k.s_cmp_lg_u64(LAZY, 0)
+        k.s_cbranch_scc0(k.L(skip))
+        with k.region("rescale_o", expect={"valu": 34, "exp": 1}):
+            k.v_exp_f32(CORR, CORR)
+            k.s_nop(0)                                                  # TRANS result -> VALU read
+            k.v_mul_f32(L_RUN, L_RUN, CORR)
+            for i in range(0, 64, 2):
+                k.v_pk_mul_f32(O[i:i + 1], O[i:i + 1], v[18:19], op_sel_hi=[1, 0])     # corr = v18
+        k.label(skip)
+        k.v_add_f32(L_RUN, L_RUN, T0)
+        k.v_add_f32(L_RUN, L_RUN, T1)
+
+    PV_BARRIER = 15     # the split loop's barrier follows this P·V MFMA: the K reads after it overlap the last 4
+
+    def step_barrier(self, p):
+        """The split loop's one barrier per step, inside P·V_j: every wave's K_{j+2} and V_{j+1} DMAs
+        landed and its V_j reads done, so after it the next Q·Kᵀ may read K_{j+2} (the first 8
+        fragments are read at once, under the last P·V MFMAs) and the next step's DMAs may refill
+        K_{j+1}'s and V_j's buffers."""
+        k = self.k
+        k.s_waitcnt(vmcnt=0, lgkmcnt=0)
+        k.s_barrier()
+        for f in range(8):
+            self.read_k((f // self.g.k_steps, f % self.g.k_steps), f, p)
+
     def o_scale(self):
         """CORR = the factor O is multiplied by before the store (1 / row sum); a hook for fp8's V descale."""
 
@@ -841,11 +1102,14 @@ class _Builder:
         k, sfx = self.k, "_b" if group_b else ""
         k.s_mov_b32(STEP, 0)
         k.label(f".Lloop{sfx}")
-        self.body(0, group_b)
+        body = self.body_pp if self.pingpong else self.body_split if self.split else (lambda q: self.body(q, group_b))
+        body(0)
         k.s_cbranch_scc0(k.L(f".Ltail{sfx}"))
-        self.body(1, group_b)
+        body(1)
         k.s_cbranch_scc1(k.L(f".Lloop{sfx}"))
         k.label(f".Ltail{sfx}")
+        if self.split and not self.pingpong:
+            k.s_waitcnt(lgkmcnt=0)            # the last step's K reads ahead: done before LDS is reused
 
     def build(self):
         k = self.k
@@ -856,7 +1120,9 @@ class _Builder:
             k.label(".Lpass")
         self.select_tile()
         self.tile_setup()
-        if not self.stagger:
+        if self.pingpong:
+            self.loop_pp()
+        elif not self.stagger:
             self.loop()
         else:
             # waves 0-3 (A) lead, waves 4-7 (B) lag one barrier: A's barrier n meets B's barrier n-1
@@ -888,7 +1154,8 @@ class _Builder:
 
 
 def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, *, lazy_rescale=True,
-          setprio=True, q_prescale=False, stagger=False, group=False, align=None, head_dim=128) -> Kernel:
+          setprio=True, q_prescale=False, stagger=False, group=False, align=None, head_dim=128,
+          split=None, pingpong=True) -> Kernel:
     """The attention forward kernel (see the module docstring for the pipeline and limits).
 
     head_dim: of Q and K, 128 or 192 (aiter's hd192/hd128 keys); V and O have head dim 128.  Head
@@ -912,6 +1179,11 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
     the default applies it in the exponent instead, v_fma_f32(S, c, -m) in place of v_sub_f32(S, m):
     the same VALU count, without the extra rounding of Q (which costs ~u*|S| absolute in every
     score: 0.03 in log2 units for |S·log2e| ~ 20, see tests/test_fa_fwd.py).
+
+    split (default: head dim 128 without stagger): the loop with the softmax split over both MFMA
+    clusters (module docstring); pingpong (default True with split): its four-phase schedule with
+    waves 4-7 a phase behind waves 0-3 (race-freedom argument in _Builder.body_pp); False: all waves
+    in phase, one barrier per step. split=False: the loop below (stagger, head dim 192).
 
     stagger=True (opt-in) runs the wave groups A = waves 0-3 and B = waves 4-7 half a phase apart:
     B passes one extra s_barrier before the loop, A one before the epilogue, so both execute
@@ -939,7 +1211,7 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
         before its extra barrier (K_1).  A's waits are the default ones (B reads A's tiles later).
     Group A runs the default loop body; the default kernel's instruction stream is unchanged."""
     return _Builder(dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
-                    stagger, group, align, head_dim).build()
+                    stagger, group, align, head_dim, split, pingpong).build()
 
 
 def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):

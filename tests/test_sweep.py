@@ -155,17 +155,41 @@ def test_sweep_cli_table_and_errors(tmp_path):
     assert bad.returncode == 2 and "does not exist" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_perf_model_is_a_clear_error_until_it_exists(tmp_path):
-    try:
-        import flyasm.perf as perf
-        if callable(getattr(perf, "sweep_predict", None)):
-            pytest.skip("flyasm.perf provides sweep_predict: the perf ranker is live")
-    except ImportError:
-        pass
-    r = subprocess.run([sys.executable, "-m", "flyasm.cli", "sweep", _grid(tmp_path), "--model", "perf",
-                        "--cache", str(tmp_path / "c")], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 2 and "flyasm.perf" in r.stderr and "--model static" in r.stderr
-    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+PERF_WORKLOAD = '''
+
+def workload(**params):
+    import struct
+    launch = {"grid": 1, "block": 64, "buffers": {"out": 256, "x": 256},
+              "kernarg": lambda a: struct.pack("<Q8xQ", a["out"], a["x"])}   # args at 0 and 16
+    return {"flops": 1e12, "label": "1 TFLOP", "launch": launch}
+'''
+
+
+def test_perf_ranker(tmp_path):
+    """--model perf prices each variant on the CU model with the launch workload() gives: the ranking
+    follows the model's time (12 VALU ops between the MFMAs outlast the 32-cycle MFMA: slower), a
+    variant with findings ranks last, and a grid without a launch is a one-sentence error per row."""
+    (tmp_path / "sw.py").write_text(GRID_FILE + PERF_WORKLOAD)
+    (tmp_path / "grid.json").write_text(json.dumps(BASE_GRID[:3]))
+    res = run_sweep(f"{tmp_path / 'sw.py'}:GRID", None, top=1, jobs=1, model="perf", cache=tmp_path / "c",
+                    progress=False)
+    names = [r.name for r in res.rows]
+    assert names == ["sw_2_4_0", "sw_2_4_12", "sw_3_2_12_broken"]
+    fast, slow = res.rows[0].prediction, res.rows[1].prediction
+    assert fast["pred_us"] < slow["pred_us"] and 0 < fast["mfma_util"] <= 1
+    # the same prediction straight from the model (independent of the sweep's plumbing)
+    import struct
+
+    from flyasm.dispatch import load_module
+    from flyasm.perf import predict
+    k = load_module(str(tmp_path / "sw.py")).build(scale=2.0)
+    p = predict(k.build(check=False).co, 1, 64, lambda a: struct.pack("<Q8xQ", a["out"], a["x"]),
+                {"out": 256, "x": 256}, kernel=k.name, flops=1e12)
+    assert fast["pred_us"] == pytest.approx(p.us) and fast["pred_tflops"] == pytest.approx(1e12 / p.us / 1e6)
+    (tmp_path / "nolaunch.py").write_text(GRID_FILE)             # workload() without a launch
+    res = run_sweep(f"{tmp_path / 'nolaunch.py'}:GRID", None, top=0, jobs=1, model="perf", cache=tmp_path / "c2",
+                    progress=False)
+    assert all("no 'launch'" in r.error for r in res.rows)
 
 
 def test_sweep_on_local_ray(tmp_path):

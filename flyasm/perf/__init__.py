@@ -8,7 +8,9 @@ params.py     every constant: documented (cited), assumed (labelled) or fitted
 calibrate.py  fit the free constants on measured rows; error and rank statistics
 report.py     text report: time, TFLOPS, per-SIMD utilisation, stall table with .loc lines
 cli.py        `flyasm perf`
+sweep.py      `flyasm sweep --model perf`: sweep_predict(kernel, workload)
 """
 from .model import PerfError, Prediction, predict
+from .sweep import sweep_predict
 
-__all__ = ["predict", "Prediction", "PerfError"]
+__all__ = ["predict", "Prediction", "PerfError", "sweep_predict"]
