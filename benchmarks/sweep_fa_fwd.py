@@ -122,6 +122,22 @@ def verify(kernel, seed, dtype="bf16", causal=False, num_heads=64, num_kv_heads=
 
 
 # ---- the table in benchmarks/ -------------------------------------------------------------------
+def _lever_gains(rows) -> list[str]:
+    """What each lever gains: predicted TFLOPS of the default over the variant with that lever changed."""
+    base = next((r for r in rows if r.default), None)
+    if base is None or not base.prediction.get("pred_tflops"):
+        return []
+    out = ["", "What each lever gains (predicted TFLOPS, default / variant with only that lever changed):", ""]
+    for r in rows:
+        t = r.prediction.get("pred_tflops")
+        if r.default or not t:
+            continue
+        diff = ", ".join(f"{k}={v}" for k, v in r.params.items() if base.params.get(k) != v and k != "causal")
+        diff = diff or ", ".join(f"{k}={v}" for k, v in r.params.items() if k not in base.params)
+        out.append(f"- {diff}: {t:.1f} TFLOPS; the default is {base.prediction['pred_tflops'] / t - 1:+.1%} faster")
+    return out
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -154,6 +170,7 @@ def main(argv=None) -> int:
         parts += [f"## {grid}: {res.rows[0].workload or grid} ({len(res.rows)} variants; * = build() defaults)", "",
                   "| " + " | ".join(head[i] for i in keep) + " |", "|" + "---|" * len(keep)]
         parts += ["| " + " | ".join(b[i] for i in keep) + " |" for b in body]
+        parts += _lever_gains(res.rows) if grid.startswith("ONE_OFF") else []
         parts += ["", "Model assumptions:"] + [f"- {a}" for a in res.assumptions] + [""]
         print("\n".join(parts[-(len(body) + 6 + len(res.assumptions)):]))
     Path(args.out).write_text("\n".join(parts))
