@@ -868,14 +868,7 @@ class _Builder:
         with k.region(f"step{p}"):
             k.s_lshl_b32(KBASE, STEP, 6)
             self.mask(cur, p, sfx)
-            # DMA tiles of this step, clamped to the last tile so every wave's vmcnt stays uniform
-            k.s_add_u32(ST0, STEP, 2)
-            k.s_sub_u32(ST1, N_TILES, 1)
-            k.s_min_u32(ST0, ST0, ST1)
-            k.s_mul_i32(K_TILE_OFF, ST0, K_SS64)
-            k.s_add_u32(ST0, STEP, 1)
-            k.s_min_u32(ST0, ST0, ST1)
-            k.s_mul_i32(V_TILE_OFF, ST0, V_SS64)
+            self.tile_offsets()         # DMA tiles of this step: K two ahead, V one ahead
             # K_{j+1} landed (V_j may still fly); group B: V_j too -- group A reads it after this
             # barrier, and so does B's own V prefetch before the next one
             nk, nv = self.g.k_dma, self.g.v_dma
