@@ -67,6 +67,9 @@ def to_mir(ins) -> str | None:
         return f"{r[0]} = V_ACCVGPR_READ_B32_e64 {r[1]}, {EX}"
     if n == "s_load_dword":
         return f"{r[0]} = S_LOAD_DWORD_IMM {r[1]}, {r[2]}, 0"
+    if n.startswith("buffer_load_dword") and ins.is_lds_dma and ins.modifiers.get("offen"):
+        off = ins.modifiers.get("offset", 0)
+        return f"{n.upper()}_LDS_OFFEN {r[0]}, {r[1]}, {r[2]}, {off}, 0, 0, {EX}, implicit $m0"
     mods = ins.modifiers
     if ins.is_dpp and set(mods) <= {"quad_perm", "row_newbcast", "row_mask", "bank_mask"}:
         ctrl = (sum(x << 2 * k for k, x in enumerate(mods["quad_perm"])) if "quad_perm" in mods
@@ -78,7 +81,7 @@ def to_mir(ins) -> str | None:
         if ctrl is not None and len(r) == 3:
             return f"{r[0]} = {base}_dpp {r[0]}, 0, {r[1]}, 0, {r[2]}, {dpp}, {MX}"
         return None
-    if mods:
+    if mods:                                          # (the LDS DMA above is the one form with modifiers)
         return None
     if ins.family == "VOP2" and len(r) == 3:
         return f"{r[0]} = {n.upper()}_e32 {r[1]}, {r[2]}, {MX}"
@@ -89,9 +92,6 @@ def to_mir(ins) -> str | None:
     if n in MFMA_MIR:
         cd = "_vgprcd_e64" if ops[0].file == "v" else "_e64"
         return f"{r[0]} = {MFMA_MIR[n]}{cd} {r[1]}, {r[2]}, {r[3]}, 0, 0, 0, {MX}"
-    if n.startswith("buffer_load_dword") and ins.is_lds_dma and ins.modifiers.get("offen"):
-        off = ins.modifiers.get("offset", 0)
-        return f"{n.upper()}_LDS_OFFEN {r[0]}, {r[1]}, {r[2]}, {off}, 0, 0, {EX}, implicit $m0"
     return None
 
 
