@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from flyasm.check import check_program
 from flyasm.isa.operands import Imm, Reg, Special
-from flyasm.report.program import as_program
 
 try:
     from tests.oracles import hazard_probes as hp
+    from tests.oracles.aiter_findings import checked, first_probes
 except ImportError:  # pytest's default rootdir-less import mode puts tests/ on sys.path
     from oracles import hazard_probes as hp
+    from oracles.aiter_findings import checked, first_probes
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "aiter" / "gfx950"
 FMHA = SHARED / "fmha_v3_fwd" / "fwd_hd128_bf16.co"
@@ -97,8 +97,7 @@ def to_mir(ins) -> str | None:
 
 @pytest.fixture(scope="module")
 def findings():
-    prog = as_program(str(FMHA))
-    return prog.items(), check_program(prog.items(), "verify", prog.threads)
+    return checked(FMHA)
 
 
 def window_probe(items, f) -> hp.Probe | None:
@@ -157,8 +156,7 @@ def sample_findings():
             path = SHARED / rel
             if not path.exists():
                 pytest.skip(f"{path} is absent (../shared is not here)")
-            prog = as_program(str(path))
-            cache[rel] = (prog.items(), check_program(prog.items(), "verify", prog.threads))
+            cache[rel] = checked(path)
         return cache[rel]
     return get
 
@@ -177,16 +175,7 @@ def pair_probe(items, f, name) -> hp.Probe | None:
 
 @pytest.mark.slow       # checks one sample kernel per pair (seconds each) and runs llc
 def test_llc_fixes_one_real_pair_per_rule_in_every_family(sample_findings, tmp_path):
-    probes, asked = [], {}
-    for n, (rule, rel) in enumerate(PAIRS):
-        items, found = sample_findings(rel)
-        mine = [f for f in found if f.rule == rule and f.severity == "error"]
-        assert mine, f"no {rule} finding on {rel}"
-        name = f"aiter_pair{n}_{rule}"
-        picked = next(((pr, f) for f in mine if (pr := pair_probe(items, f, name)) is not None), None)
-        assert picked is not None, f"none of the {len(mine)} {rule} pairs in {rel} could be written as MIR"
-        probes.append(picked[0])
-        asked[name] = picked[1]
+    probes, asked = first_probes(PAIRS, sample_findings, pair_probe, "aiter_pair")
     got = hp.llc_instructions(probes, LLC, cache_dir=tmp_path)
     for probe in probes:
         f = asked[probe.name]

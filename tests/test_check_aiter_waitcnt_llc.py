@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from flyasm.check import check_program
 from flyasm.isa.operands import Waitcnt
-from flyasm.report.program import as_program
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oracles import waitcnt_probes as wp  # noqa: E402
+from oracles.aiter_findings import checked, first_probes  # noqa: E402
 from oracles.hazard_probes import find_tool  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "aiter" / "gfx950"
@@ -82,17 +81,7 @@ def window_probe(items, f, name: str) -> wp.WaitProbe | None:
 
 @pytest.mark.slow       # checks one sample kernel per pair (seconds each) and runs llc
 def test_llc_waits_where_our_definite_wait_findings_are(tmp_path):
-    probes, asked = [], {}
-    for n, (rule, rel) in enumerate(PAIRS):
-        prog = as_program(str(SHARED / rel))
-        items = prog.items()
-        mine = [f for f in check_program(items, "verify", prog.threads) if f.rule == rule and f.severity == "error"]
-        assert mine, f"no {rule} finding on {rel}"
-        name = f"aiter_wait{n}_{rule}"
-        picked = next(((p, f) for f in mine if (p := window_probe(items, f, name)) is not None), None)
-        assert picked is not None, f"none of the {len(mine)} {rule} findings in {rel} lies in one block"
-        probes.append(picked[0])
-        asked[name] = picked[1]
+    probes, asked = first_probes(PAIRS, lambda rel: checked(SHARED / rel), window_probe, "aiter_wait")
     got = wp.llc_waits(probes, cache_dir=tmp_path)
     for p in probes:
         f = asked[p.name]
