@@ -48,6 +48,8 @@ class Geometry:
     d_qk: int = 128
     waves: int = 8
     d_v: int = 128
+    elem = 2                             # bytes per Q/K/V element
+    mfma_k = 16                          # d (or keys) per MFMA k-step
 
     @property
     def block_q(self) -> int:            # rows of Q per workgroup (aiter's ts_qo)
@@ -55,7 +57,7 @@ class Geometry:
 
     @property
     def k_stride(self) -> int:
-        return 2 * self.d_qk + 16
+        return self.elem * self.d_qk + 16
 
     @property
     def v_stride(self) -> int:
@@ -63,11 +65,11 @@ class Geometry:
 
     @property
     def k_cols(self) -> int:             # 16-byte columns of a K row (real data)
-        return 2 * self.d_qk // 16
+        return self.elem * self.d_qk // 16
 
     @property
     def v_cols(self) -> int:
-        return 2 * self.d_v // 16
+        return self.elem * self.d_v // 16
 
     @property
     def k_slots(self) -> int:            # 16-byte slots of a padded K row in LDS
@@ -94,8 +96,8 @@ class Geometry:
         return -(-self.v_chunks // self.waves)
 
     @property
-    def k_steps(self) -> int:            # 16-wide MFMA k-steps over d_qk
-        return self.d_qk // 16
+    def k_steps(self) -> int:            # MFMA k-steps over d_qk
+        return self.d_qk // self.mfma_k
 
     @property
     def lds_k(self) -> tuple:            # K double buffer
@@ -125,25 +127,12 @@ class Fp8Geometry(Geometry):
     """fp8 Q/K/V (one byte per element; kernels/fa_fwd_fp8.py): rows of d bytes plus one 16-byte
     padding slot (36 dwords = 4*odd for d 128: conflict-free ds_read_b128 as for bf16), and MFMA
     k-steps of 64 (v_mfma_f32_32x32x64_f8f6f4). fp8 hd256 rows are bf16 hd128's bytes."""
-    @property
-    def k_stride(self) -> int:
-        return self.d_qk + 16
+    elem = 1
+    mfma_k = 64
 
     @property
     def v_stride(self) -> int:
         return self.d_v + 16
-
-    @property
-    def k_cols(self) -> int:
-        return self.d_qk // 16
-
-    @property
-    def v_cols(self) -> int:
-        return self.d_v // 16
-
-    @property
-    def k_steps(self) -> int:
-        return self.d_qk // 64
 
 
 FP8_HD128 = Fp8Geometry(128, 8, 128)
