@@ -65,11 +65,12 @@ def workload(causal=False, dtype="bf16", **_):
 TRACE_SEQLEN = 1024      # the recorded problem: one (batch, head) at this seqlen, its main loop scaled
 
 
-def perf_launch(kern, causal, batch, heads, seqlen):
-    """flyasm.perf.predict() arguments of an aiter-convention fa_fwd kernel at [batch, heads, seqlen, 128]:
-    recorded at one head and TRACE_SEQLEN, the key loop scaled to seqlen (causal: aiter's paired grid,
-    workgroup w runs Q tiles w and n-1-w, n+1 key tiles per pair); compulsory DRAM traffic = Q, K, V,
-    O once and the LSE."""
+def perf_launch(kern, causal, batch, heads, seqlen, heads_k=None):
+    """flyasm.perf.predict() arguments of an aiter-convention fa_fwd kernel at [batch, heads, seqlen, 128]
+    (heads_k K/V heads, default heads): recorded at one head and TRACE_SEQLEN, the key loop scaled to
+    seqlen (causal: aiter's paired grid, workgroup w runs Q tiles w and n-1-w, n+1 key tiles per
+    pair); compulsory DRAM traffic = Q, K, V, O once and the LSE. benchmarks/vs_aiter_model.py prices
+    ours with it too."""
     from flyasm.dispatch import aiter_grid
     from flyasm.run.args import pack_args, specs_from_kernel
     s0 = min(seqlen, TRACE_SEQLEN)
@@ -86,7 +87,8 @@ def perf_launch(kern, causal, batch, heads, seqlen):
         return pack_args(specs, [v.get(a.name, 0) for a in kern.args], None, kern.kernarg_size)
     n0, nt = -(-s0 // 256), -(-seqlen // 256)
     scale = (nt + 1) / (n0 + 1) if causal else seqlen / s0
-    dram = 2 * 2 * batch * heads * seqlen * row + 4 * batch * heads * seqlen
+    hk = heads if heads_k is None else heads_k
+    dram = 2 * batch * seqlen * row * (heads + hk) + 4 * batch * heads * seqlen
     return {"grid": aiter_grid(seqlen, heads, batch, 256, causal), "block": 512, "kernarg": kernarg,
             "buffers": bufs, "trace_grid": aiter_grid(s0, 1, 1, 256, causal), "loop_scale": scale, "dram_bytes": dram}
 

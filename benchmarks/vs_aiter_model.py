@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import aiter_launch as AL  # noqa: E402
+import sweep_fa_fwd  # noqa: E402  (perf_launch: the launch the CU model prices ours on)
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.perf.model import predict, reprice  # noqa: E402
 
@@ -51,23 +52,9 @@ def predict_aiter(idx, mask, b, hq, hk, s, p):
 
 def predict_ours(causal, stagger, b, hq, hk, s, p):
     k, co = ours_kernel(causal, stagger)
-    s0 = min(s, AL.TRACE_SEQLEN)
-    common = dict(dtype="bf16", hdim_q=128, hdim_v=128, mask_type=2 if causal else 0)
-    bufs = {"q": s0 * 256, "k": s0 * 256, "v": s0 * 256, "o": s0 * 256, "lse": s0 * 4}
-
-    def ka(a):
-        return AL.fmha_pack(batch=1, nhead_q=1, nhead_k=1, seqlen_q=s0, seqlen_k=s0, **common, **a)["kernarg"]
-    n0, nt = -(-s0 // 256), -(-s // 256)
-    if causal:       # aiter's causal grid (tg_div 2): workgroup w runs Q tiles w and n-1-w, n+1 key tiles
-        scale = (nt + 1) / (n0 + 1)
-        g0, gt = -(-n0 // 2), -(-nt // 2)
-    else:
-        scale = s / s0
-        g0, gt = n0, nt
     flops = 2.0 * b * hq * s * s * 256 * (0.5 if causal else 1.0)
-    dram = 2 * (b * s * hq * 256 + b * s * hk * 256) + 4 * b * hq * s
-    return predict(co, (gt, hq, b), 512, ka, bufs, kernel=k.name, trace_grid=(g0, 1, 1), loop_scale=scale,
-                   dram_bytes=dram, flops=flops, params=p, locs=[i.loc for i in k.stream])
+    return predict(co, kernel=k.name, flops=flops, params=p, locs=[i.loc for i in k.stream],
+                   **sweep_fa_fwd.perf_launch(k, causal, b, hq, s, heads_k=hk))
 
 
 def main(argv=None) -> int:
