@@ -78,7 +78,7 @@ class StaticRanker:
     name = "static"
     assumptions = STATIC_ASSUMPTIONS
 
-    def predict(self, kernel, workload: dict | None) -> dict:
+    def predict(self, kernel, workload: dict | None, co: bytes | None = None) -> dict:
         from .report.model import model
         from .report.program import as_program
         p = as_program(kernel)
@@ -112,8 +112,8 @@ class PerfRanker:
             raise SweepError("flyasm.perf has no sweep_predict(kernel, workload) yet; use --model static")
         self._fn = fn
 
-    def predict(self, kernel, workload: dict | None) -> dict:
-        return dict(self._fn(kernel, workload))
+    def predict(self, kernel, workload: dict | None, co: bytes | None = None) -> dict:
+        return dict(self._fn(kernel, workload, co))
 
 
 RANKERS = {"static": StaticRanker, "perf": PerfRanker}
@@ -199,7 +199,7 @@ def build_and_model(path: str, index: int, params: dict, key: str, model_name: s
                  findings=len(check_kernel(k)))
         wl = mod.workload(**params) if callable(getattr(mod, "workload", None)) else None
         r["workload"] = (wl or {}).get("label", "")
-        r["prediction"] = get_ranker(model_name).predict(k, wl)
+        r["prediction"] = get_ranker(model_name).predict(k, wl, res.co)     # the code object just built
         r["co"] = res.co
     except Exception as e:           # one broken variant is a row of the table, not the end of the sweep
         r["error"] = f"{type(e).__name__}: {e}".splitlines()[0]

@@ -11,10 +11,10 @@ from .model import PerfError, predict
 _KEYS = {"grid", "block", "kernarg", "buffers", "trace_grid", "loop_scale", "dram_bytes", "lds"}
 
 
-def sweep_predict(kernel, workload: dict | None) -> dict:
-    """Row fields of flyasm.sweep for `kernel` (a flyasm Kernel): predicted µs and TFLOPS at the
-    workload's FLOPs, the longest sampled workgroup's cycles and the mean MFMA busy fraction of its
-    SIMDs."""
+def sweep_predict(kernel, workload: dict | None, co: bytes | None = None) -> dict:
+    """Row fields of flyasm.sweep for `kernel` (a flyasm Kernel; `co` its code object when the caller
+    has built it already): predicted µs and TFLOPS at the workload's FLOPs, the longest sampled
+    workgroup's cycles and the mean MFMA busy fraction of its SIMDs."""
     spec = (workload or {}).get("launch")
     if spec is None:
         raise PerfError("the perf model needs the launch: the grid file's workload() returns no 'launch' "
@@ -24,7 +24,7 @@ def sweep_predict(kernel, workload: dict | None) -> dict:
     if extra or not {"grid", "block", "kernarg"} <= set(spec):
         raise PerfError(f"workload()['launch'] takes grid, block, kernarg and optionally "
                         f"{', '.join(sorted(_KEYS - {'grid', 'block', 'kernarg'}))}; got {', '.join(sorted(spec))}")
-    co = kernel.build(check=False).co
+    co = co if co is not None else kernel.build(check=False).co
     p = predict(co, kernel=kernel.name, flops=(workload or {}).get("flops"), locs=[i.loc for i in kernel.stream],
                 **spec)
     simd = list(p.simd.values())
