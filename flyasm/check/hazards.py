@@ -153,7 +153,8 @@ class HazardAnalysis:
             insts = cfg.blocks[bid].insts
             any_wanted, horizon = self._pending_state(pending, wanted, limit)
             for j in reversed(insts[:pos]):
-                if prod_mask[j] & any_wanted:
+                done = ()
+                if prod_mask[j] & any_wanted:          # else no pending search can stop here
                     p = items[j]
                     regs_of = prod_regs[j]
                     done = set()
@@ -171,17 +172,10 @@ class HazardAnalysis:
                                     best[key] = h
                                 done.add(key)
                                 break
-                    ws += ws_of[j] + extra.get(j, 0)
-                    if done or ws >= horizon:
-                        pending = frozenset(k for k in pending if k not in done and ws < limit[k])
-                        if not pending:
-                            break
-                        any_wanted, horizon = self._pending_state(pending, wanted, limit)
-                    continue
                 ws += ws_of[j] + extra.get(j, 0)
-                if ws < horizon:
+                if not done and ws < horizon:
                     continue
-                pending = frozenset(k for k in pending if ws < limit[k])
+                pending = frozenset(k for k in pending if k not in done and ws < limit[k])
                 if not pending:
                     break
                 any_wanted, horizon = self._pending_state(pending, wanted, limit)
