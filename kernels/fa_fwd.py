@@ -234,6 +234,7 @@ class _Builder:
         self.q_loads, self.qk_reads, self.pv_mfmas, self.pv_reads = g.k_steps, 2 * g.k_steps, 16, 32
         self.O, self.n_db = O, g.d_v // 32                                 # Oᵀ accumulators: 16 per 32 d
         self.softmax_valu = (144, 169)                                      # VALU of one softmax (expects)
+        self._bal = 0                           # VALU-port cycles left in the current MFMA cluster (feed)
         name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align, head_dim)
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS if head_dim == 128 else PLAN_REGIONS_HD192,
                                  aliases=PLAN_ALIASES, strict=True)
@@ -643,8 +644,13 @@ class _Builder:
     @staticmethod
     def fill(gen, n=None):
         """Emit the next n instructions of a generator (all that are left: n=None; no generator: nothing)."""
-        if gen is not None:
-            for _ in (gen if n is None else range(n)):
+        if gen is None:
+            return
+        if n is None:
+            for _ in gen:          # each step of the generator emits its instructions
+                pass
+        else:
+            for _ in range(n):
                 next(gen, None)
 
     def read_k(self, frag, slot, kbuf):
@@ -770,7 +776,7 @@ class _Builder:
         """Place instructions of `gen` (it yields each one's VALU-port cycles) until the cluster's
         running total reaches `budget` per call (start: a new cluster), so an instruction that overran
         one MFMA's shadow shortens the next one's share."""
-        self._bal = budget if start else getattr(self, "_bal", 0) + budget
+        self._bal = budget if start else self._bal + budget
         while self._bal > 0:
             c = next(gen, None)
             if c is None:
