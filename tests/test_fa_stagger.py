@@ -116,7 +116,7 @@ def test_stagger_model_benchmark_runs():
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["rows"]
     assert [(x["stagger"], x["loop"]) for x in rows] == [(False, ".Lloop"), (True, ".Lloop"), (True, ".Lloop_b")]
-    # group A runs the default loop body, so the one-wave model must give it identical numbers
+    # group A runs the unsplit loop body (build(split=False)), so the one-wave model must give it identical numbers
     assert {k: v for k, v in rows[0].items() if k not in ("kernel", "stagger", "group")} == \
         {k: v for k, v in rows[1].items() if k not in ("kernel", "stagger", "group")}
     assert rows[2]["ds_read_issue"] == rows[0]["ds_read_issue"] and rows[2]["mfma_busy"] == rows[0]["mfma_busy"]
