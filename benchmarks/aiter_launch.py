@@ -174,6 +174,10 @@ def split_k_trace(steps: int, split: int, ceil_rule: bool) -> tuple[int, float]:
 
 
 def _fmha_row(row: dict, idx: dict) -> dict:
+    """Any key of aiter's fmha_v3_fwd manifest (dtype bf16 or fp8bf16, head dims, mask, mode = batch or
+    group) at the row's shape, for the code object the index names: the kernarg bytes and grid come
+    from aiter's host code (drop_in.sh pack) for whichever set the object's manifest belongs to, so
+    aiter's kernels and a drop-in set are launched identically."""
     co_name = row.get("co_name") or ""
     name = row.get("kernelName") or ""
     hit = idx.get(co_name) or idx.get(name)
@@ -183,14 +187,14 @@ def _fmha_row(row: dict, idx: dict) -> dict:
     set_dir = path.parent
     b, hq, hk = int(row["batch"]), int(row["nhead_q"]), int(row["nhead_k"])
     sq, sk, d, dv = int(row["seqlen_q"]), int(row["seqlen_k"]), int(row["hdim_q"]), int(row["hdim_v"])
-    mask = int(row["mask"])
+    mask, group = int(row["mask"]), int(row.get("mode") or 0)
     dtype = row.get("dtype", "bf16")
-    common = dict(dtype=dtype, hdim_q=d, hdim_v=dv, mask_type=mask)
+    common = dict(dtype=dtype, hdim_q=d, hdim_v=dv, mask_type=mask, group=group)
     full = fmha_pack(set_dir, batch=b, nhead_q=hq, nhead_k=hk, seqlen_q=sq, seqlen_k=sk, **common)
     s0q, s0k = min(sq, TRACE_SEQLEN), min(sk, TRACE_SEQLEN)
     small = fmha_pack(set_dir, batch=1, nhead_q=1, nhead_k=1, seqlen_q=s0q, seqlen_k=s0k, **common)
-    esz = 2
-    bufs = {"q": s0q * d * esz, "k": s0k * d * esz, "v": s0k * dv * esz, "o": s0q * dv * esz, "lse": s0q * 4}
+    esz = 1 if dtype.startswith("fp8") else 2          # Q/K/V bytes per element; O is bf16, LSE f32
+    bufs = _fmha_buffers(dtype, group, s0q, s0k, d, dv)
 
     def ka(a):
         return fmha_pack(set_dir, batch=1, nhead_q=1, nhead_k=1, seqlen_q=s0q, seqlen_k=s0k, **common, **a)["kernarg"]
@@ -200,7 +204,29 @@ def _fmha_row(row: dict, idx: dict) -> dict:
     else:
         scale = sk / s0k
     flops = 2.0 * b * hq * sq * sk * (d + dv) * (0.5 if mask else 1.0)
-    dram = esz * (b * sq * hq * (d + dv) + b * sk * hk * (d + dv)) + 4 * b * hq * sq
-    return dict(co=path.read_bytes(), kernel=full["knl_name"], grid=tuple(full["grid"]), block=512,
+    dram = esz * b * (sq * hq * d + sk * hk * (d + dv)) + 2 * b * sq * hq * dv + 4 * b * hq * sq
+    # aiter's launch width (csrc/cpp_itfs/mha_fwd.cu, fmha_fwd_v3: bdx): 256 threads for hdim 192/128, else 512
+    block = 256 if (d, dv) == (192, 128) else 512
+    return dict(co=path.read_bytes(), kernel=full["knl_name"], grid=tuple(full["grid"]), block=block,
                 trace_grid=tuple(small["grid"]), kernarg=ka, buffers=bufs, loop_scale=scale, dram_bytes=dram,
                 flops=flops, group=f"s{sq}")
+
+
+def _fmha_buffers(dtype: str, group: int, sq: int, sk: int, d: int, dv: int) -> dict:
+    """The recorded launch's buffers, named as drop_in.sh pack names the pointers (batch 1, one head).
+    bf16: byte counts (perf.capture fills them with random bf16 values). fp8: E4M3 values of N(0, 1)
+    (random bf16 bytes read as E4M3 would hold NaNs) and per-tensor descales. Group mode: the
+    cumulative sequence starts of the one sequence."""
+    import numpy as np
+    bufs: dict = {"q": sq * d * 2, "k": sk * d * 2, "v": sk * dv * 2, "o": sq * dv * 2, "lse": sq * 4}
+    if dtype.startswith("fp8"):
+        import torch
+        g = torch.Generator().manual_seed(0xF8)
+        for n, rows, cols in (("q", sq, d), ("k", sk, d), ("v", sk, dv)):
+            bufs[n] = torch.randn(rows * cols, generator=g).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+        for n, val in (("q_descale", 0.75), ("k_descale", 1.25), ("v_descale", 0.5)):
+            bufs[n] = np.array([val], np.float32)
+    if group:
+        bufs["seqstart_q"] = np.array([0, sq], np.int32)
+        bufs["seqstart_k"] = np.array([0, sk], np.int32)
+    return bufs
