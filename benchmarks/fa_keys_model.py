@@ -1,11 +1,12 @@
 """Every key of aiter's gfx950 attention-forward manifest, ours and aiter's, on the CU timing model.
 
     python3 benchmarks/fa_keys_model.py [--shape B,HQ,HK,S] [--key DTYPE,HQ,HV,MASK,MODE ...]
-                                        [--set DIR] [--jobs N] [--md PATH] [--json PATH]
+                                        [--set DIR] [--aiter-dir DIR] [--jobs N] [--md PATH] [--json PATH]
 
 For each row of ../shared/aiter/gfx950/fmha_v3_fwd/fmha_fwd.csv (dtype, hdim_q, hdim_v, mask, mode):
 our kernel for that key (kernels/fa_fwd_set.py:KEYS, built into --set or a temporary directory) and
-aiter's, when its code object is in the sample, are priced by `flyasm perf` (flyasm.perf.predict)
+aiter's, when its code object is in --aiter-dir (default: the sample; aiter's whole hsa/gfx950/fmha_v3_fwd
+directory gives every key), are priced by `flyasm perf` (flyasm.perf.predict)
 on the SAME launch: aiter's own host code (client/drop_in.sh pack) packs the 656-byte arguments and
 picks the grid for each set, with aiter's launch width (benchmarks/aiter_launch.py). Default shape:
 issue 12's, batch 16, 64 Q heads, 64 K/V heads, seqlen 8192 (group mode: 16 sequences of 8192).
@@ -84,7 +85,7 @@ def table(rows: list[dict], shape: tuple) -> str:
             cells += [f"{a['us']:.0f}", f"{a['tflops']:.0f}", f"{a['mfma_busy']:.0%} / {a['valu_busy']:.0%}",
                       f"{a['us'] / o['us']:.2f}x"]
         else:
-            cells += ["", "", "", f"(aiter's {r['aiter_co']} is not in the sample)"]
+            cells += ["", "", "", f"(aiter's {r['aiter_co']} is not in the aiter directory)"]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
@@ -94,16 +95,18 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", default="16,64,64,8192", help="batch,heads_q,heads_k,seqlen")
     ap.add_argument("--key", action="append", default=[], help="dtype,hdim_q,hdim_v,mask,mode (repeatable)")
     ap.add_argument("--set", help="a built set (flyasm build-set kernels/fa_fwd_set.py:KEYS -o DIR); default: build one")
+    ap.add_argument("--aiter-dir", default=str(AITER_SET), help="aiter's fmha_v3_fwd directory (manifest + .co files)")
     ap.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     ap.add_argument("--md", help="write the markdown table here")
     ap.add_argument("--json", help="write the rows as JSON here")
     a = ap.parse_args(argv)
-    if not AITER_SET.is_dir():
-        print(f"{AITER_SET} is absent: this benchmark prices aiter's manifest keys against its kernels")
+    aiter_dir = Path(a.aiter_dir)
+    if not (aiter_dir / "fmha_fwd.csv").is_file():
+        print(f"{aiter_dir} has no fmha_fwd.csv (../shared absent?): this benchmark prices aiter's manifest keys")
         return 0
     shape = tuple(int(x) for x in a.shape.split(","))
     want = {tuple(x if i == 0 else int(x) for i, x in enumerate(k.split(","))) for k in a.key}
-    aiter = manifest(AITER_SET)
+    aiter = manifest(aiter_dir)
     keys = [k for k in aiter if not want or k in want]
     if want - set(keys):
         ap.error(f"not keys of aiter's manifest: {sorted(want - set(keys))}")
@@ -114,7 +117,7 @@ def main(argv=None) -> int:
         if missing:
             raise SystemExit(f"{set_dir} has no kernel for keys {missing}")
         jobs = [(k, "ours", str(set_dir), ours[k]) for k in keys] + \
-            [(k, "aiter", str(AITER_SET), aiter[k]) for k in keys if (AITER_SET / aiter[k]["co_name"]).exists()]
+            [(k, "aiter", str(aiter_dir), aiter[k]) for k in keys if (aiter_dir / aiter[k]["co_name"]).exists()]
         t0 = time.time()
         with ProcessPoolExecutor(max(1, a.jobs)) as ex:
             got = list(ex.map(price, [j[2] for j in jobs], [j[3] for j in jobs], [shape] * len(jobs)))
