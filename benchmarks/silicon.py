@@ -1,292 +1,384 @@
-"""Attention forward on an AMD GPU through HIP: ours (kernels/fa_fwd.py) and aiter's code objects, timed,
-with the predicted columns of `flyasm sweep` beside the measured ones.
+"""Attention forward on an AMD GPU through HIP: every key of aiter's gfx950 fmha_v3_fwd manifest, ours and
+aiter's, measured beside the CU timing model's prediction.
 
-    python benchmarks/silicon.py [--shapes B,H,S,D;...] [--causal no|yes|both] [--aiter-dir DIR]
-                                 [--warmup 3] [--repeats 20] [--model static] [--json PATH]
+    python3 benchmarks/silicon.py [--set DIR] [--aiter-dir DIR] [--shape B,HQ,HK,S] [--key DTYPE,HQ,HV,MASK,MODE ...]
+                                  [--model perf|static|none] [--warmup 3] [--repeats 20] [--check-rows 8]
+                                  [--jobs N] [--md PATH] [--json PATH]
 
-Rows: every shape x mask, for ours (fa_fwd.build(aiter_args=True), bf16, aiter's grid) and
-for every key of aiter's manifest (DIR/fmha_fwd.csv, default /work/shared/aiter/gfx950/fmha_v3_fwd)
-that matches the row (bf16, hdim 128/128, batch mode; mask 0, or 2 = bottom-right causal, the same as
-our top-left when seqlen_q == seqlen_k). aiter's kernel name, code object, grid and kernarg bytes come
-from aiter's own host code (`client/drop_in.sh DIR pack ...`, needs pandas and clang++) with the real
-device pointers. Keys not timed here (group mode, fp8, a .co absent from DIR) are listed with why.
+Rows: for each key (dtype, hdim_q, hdim_v, mask, mode) of aiter's manifest (--aiter-dir/fmha_fwd.csv,
+default ../shared/aiter/gfx950/fmha_v3_fwd), our kernel (a built set, --set DIR; default flyasm's cached
+attention set, built once) and aiter's (when its .co is in --aiter-dir; otherwise listed with why).
+Default shape: issue 12's, batch 16, 64 Q heads, 64 K/V heads, seqlen 8192 (group mode: 16 sequences of
+8192). Both sets are launched the same way, by aiter's own host code (benchmarks/aiter_launch.py, which
+runs client/drop_in.sh's codegen, lookup and packing): kernel name, grid and the 656 kernarg bytes
+with the real device pointers; the launch width is aiter's rule (256 threads for hdim 192/128, else 512).
 
-Timing: each kernel is launched `--warmup` times, then `--repeats` times as (launch, stream
-synchronise) pairs, each timed by the host wall clock (time.perf_counter); the median is reported
-(min and max in the JSON). Inputs are random bf16 N(0, 1); after timing, 64 rows of (batch 0, head 0)
-of O are read back and compared with a float64 numpy reference (max |err|).
-FLOPs = 4·B·H·S²·D (Q·Kᵀ and P·V), halved when causal. Predictions: flyasm.sweep's ranker (the
-static model; --model perf once flyasm.perf has sweep_predict), marked as predictions.
+Predicted: fa_keys_model.price (`flyasm perf`, the CU timing model; the default), `--model static`
+(flyasm.sweep's static ranker), or none. FLOPs = 2·B·HQ·Sq·Sk·(hdim_q + hdim_v), halved when causal.
+
+Measured (only with an AMD GPU): device buffers per (dtype, head dims): bf16 N(0, 1), or fp8 E4M3 of
+N(0, 1) with per-tensor descales DESCALES (not 1); group mode passes seqstart arrays of B equal-length
+sequences over the same memory (packed [B·S, H, D], batch strides 0, LSE [H, B·S]). O is poisoned with
+NaN, each kernel is launched --warmup times, then --repeats times between two hipEvents each (device
+time: median, min, max). Afterwards --check-rows rows of (batch 0, head 0), spread over the sequence and
+including the first and last, are compared with a float64 reference (dequantised for fp8; causal is
+bottom-right, aiter's mask 2): max |err| and whether every element is within error_bound().
 Without an AMD GPU it prints the predicted table, says why nothing was measured, and exits 0.
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import statistics
 import struct
-import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import aiter_launch as AL  # noqa: E402
+import fa_keys_model as FK  # noqa: E402
 
 from flyasm.run import hip  # noqa: E402
 
-DEFAULT_SHAPES = "16,64,8192,128"
-AITER_DIR = ROOT.parent / "shared" / "aiter" / "gfx950" / "fmha_v3_fwd"
-DROP_IN = ROOT.parent / "shared" / "aiter" / "client" / "drop_in.sh"
-TS_QO = 256                      # fa_fwd's Q tile (fa_layouts.BLOCK_Q)
-
-# aiter's fmha_fwd_v3_args (csrc/include/mha_fwd.h): every field in a 16-byte slot, in this order.
-AITER_FIELDS = ["ptr_o", "ptr_q", "ptr_k", "ptr_v", "ptr_lse", "scalar", "s_seq_len", "s_Seqs", "s_Ts", "s_Hs",
-                "s_Bs", "s_gqa", "s_k_Seqs", "s_k_Hs", "s_k_Bs", "s_opt", "s_lse", "s_kv_seq_len",
-                "s_qk_head_dim", "s_v_head_dim", "s_q_head_num", "s_v_Seqs", "s_v_Hs", "s_v_Bs", "s_o_Seqs",
-                "s_o_Hs", "s_o_Bs", "ptr_qseq", "ptr_kseq", "s_lse_Hs", "ptr_qseq_padding", "ptr_kseq_padding",
-                "ptr_q_descale", "ptr_k_descale", "ptr_v_descale", "s_descale_q_Bs", "s_descale_q_Hs",
-                "s_descale_k_Bs", "s_descale_k_Hs", "s_descale_v_Bs", "s_descale_v_Hs"]
+AITER_DIR = FK.AITER_SET
+DESCALES = {"q_descale": 0.625, "k_descale": 1.375, "v_descale": 0.75}     # fp8 keys: not 1, exact in f32
 
 
-def flops(b, h, s, d, causal) -> float:
-    f = 4.0 * b * h * s * s * d
-    return f / 2 if causal else f
+# ---- rows: which kernel runs which key ----------------------------------------------------------
+def parse_key(text: str) -> tuple:
+    return tuple(x if i == 0 else int(x) for i, x in enumerate(text.split(",")))
 
 
-# ---- kernel arguments ---------------------------------------------------------------------------
-def kernarg_from(ptrs: dict, strides: dict, B, S, Sk, H, Hkv, D, es, causal, ts_qo) -> bytes:
-    """fmha_fwd_v3_args from pointers and per-tensor (batch, seq, head) strides in elements, as aiter's
-    fmha_fwd_v3_dispatcher fills it (our fa_fwd reads the same prefix)."""
-    tune_opt = 5
-    if causal and (H % 8 or S > 16384):          # aiter downgrades the option for these shapes
-        tune_opt -= 2
-    vals = {"ptr_o": ptrs["o"], "ptr_q": ptrs["q"], "ptr_k": ptrs["k"], "ptr_v": ptrs["v"], "ptr_lse": ptrs["lse"],
-            "scalar": 1.0 / math.sqrt(D), "s_seq_len": S, "s_gqa": H // Hkv, "s_opt": tune_opt, "s_lse": 1,
-            "s_kv_seq_len": Sk, "s_qk_head_dim": D, "s_v_head_dim": D, "s_q_head_num": H,
-            "s_lse_Hs": strides["lse"] * 4, "s_Ts": ts_qo * strides["q"][1] * es}
-    for t, pre in (("q", "s_"), ("k", "s_k_"), ("v", "s_v_"), ("o", "s_o_")):
-        sb, ss, sh = strides[t]
-        vals.update({f"{pre}Bs": sb * es, f"{pre}Seqs": ss * es, f"{pre}Hs": sh * es})
-    buf = bytearray(16 * len(AITER_FIELDS))
-    for i, f in enumerate(AITER_FIELDS):
-        x = vals.get(f, 0)
-        if f.startswith("ptr_"):
-            buf[16 * i:16 * i + 8] = struct.pack("<Q", x)
-        elif f == "scalar":
-            buf[16 * i:16 * i + 4] = struct.pack("<f", x)
-        else:
-            buf[16 * i:16 * i + 4] = struct.pack("<I", x)
-    return bytes(buf)
+def key_text(key: tuple) -> str:
+    return f"{key[0]} {key[1]}/{key[2]} {FK.MASK[key[3]]} {FK.MODE[key[4]]}"
 
 
-def aiter_kernarg(q, k, v, o, lse, causal: bool, ts_qo: int) -> bytes:
-    """kernarg_from for BSHD torch tensors (lse [B, H, S])."""
-    B, S, H, D = q.shape
-    st = {n: (t.stride(0), t.stride(1), t.stride(2)) for n, t in (("q", q), ("k", k), ("v", v), ("o", o))}
-    st["lse"] = lse.stride(1)
-    return kernarg_from({n: t.data_ptr() for n, t in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse))}, st,
-                        B, S, k.shape[1], H, k.shape[2], D, q.element_size(), causal, ts_qo)
-
-
-def drop_in_pack(aiter_dir: Path, ptrs: dict, B, S, H, Hkv, D, mask: int, mode: int = 0) -> dict:
-    """aiter's own host code: {knl_name, co_name, ts_qo, grid, kernarg (bytes)} for one call."""
-    cmd = [str(DROP_IN), str(aiter_dir), "pack", "dtype=bf16", f"hdim_q={D}", f"hdim_v={D}", f"batch={B}",
-           f"nhead_q={H}", f"nhead_k={Hkv}", f"seqlen_q={S}", f"seqlen_k={S}", f"mask_type={mask}", f"group={mode}",
-           "has_lse=1", f"scale={1.0 / math.sqrt(D)!r}"] + [f"{n}={ptrs[n]:#x}" for n in ("q", "k", "v", "o", "lse")]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        raise RuntimeError(f"drop_in.sh pack failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
-    d = json.loads(r.stdout)
-    d["kernarg"] = bytes.fromhex(d.pop("kernarg_hex"))
-    return d
-
-
-# ---- candidates ---------------------------------------------------------------------------------
-def aiter_keys(aiter_dir: Path) -> list[dict]:
-    """aiter's manifest rows; `why` says why a key is not timed here ("" when it is)."""
-    with (aiter_dir / "fmha_fwd.csv").open(newline="") as f:
-        rows = [dict(r) for r in csv.DictReader(f)]
-    for r in rows:
-        co = aiter_dir / r["co_name"]
-        r["why"] = ("group mode (varlen): needs seqstart arrays" if r["mode"] != "0"
-                    else "fp8: needs descale inputs" if r["dtype"] != "bf16"
-                    else f"hdim {r['hdim_q']}/{r['hdim_v']}: not an hd128 shape" if (r["hdim_q"], r["hdim_v"]) != ("128", "128")
-                    else f"{r['co_name']} is not in {aiter_dir}" if not co.is_file() else "")
+def plan(keys, sets: dict, shape) -> list[dict]:
+    """One row per (key, kernel): ours and aiter's. A row that cannot run keeps `why`; one that can has
+    aiter's launch for it at `shape` (aiter_launch.row_launch: kernel, grid, block, FLOPs)."""
+    b, hq, hk, s = shape
+    rows = []
+    for key in keys:
+        for who, (set_dir, man) in sets.items():
+            r = {"key": list(key), "kernel": who, "why": ""}
+            rows.append(r)
+            if set_dir is None:
+                r["why"] = man          # why there is no set
+                continue
+            if key not in man:
+                r["why"] = f"{set_dir} has no kernel for this key"
+                continue
+            mrow = man[key]
+            path = Path(set_dir) / mrow["co_name"]
+            r.update(set_dir=str(set_dir), co_name=mrow["co_name"], mrow=mrow)
+            if not path.is_file():
+                r["why"] = f"{mrow['co_name']} is not in {set_dir}"
+                continue
+            call = dict(mrow, kernelName=mrow["knl_name"], batch=b, nhead_q=hq, nhead_k=hk, seqlen_q=s, seqlen_k=s)
+            L = AL.row_launch("fmha", call, {mrow["co_name"]: (path, mrow)})
+            r.update(knl_name=L["kernel"], grid=list(L["grid"]), block=L["block"], flops=L["flops"])
     return rows
 
 
-def our_kernel(causal: bool, H: int, Hkv: int):
-    import fa_fwd
-    return fa_fwd.build("bf16", causal, H, Hkv, aiter_args=True)
+# ---- predictions ----------------------------------------------------------------------------------
+def _static(path: str, knl: str, flops: float) -> dict:
+    from flyasm.report.program import as_program
+    from flyasm.sweep import StaticRanker
+    p = StaticRanker().predict(as_program(path, knl), {"flops": flops})
+    return {"us": p["pred_us"], "tflops": p["pred_tflops"]}
 
 
-def predict(prog, fl: float, model: str) -> dict:
-    if model == "none":
-        return {}
-    from flyasm.sweep import get_ranker
-    return get_ranker(model).predict(prog, {"flops": fl})
+def _one(model: str, r: dict, shape) -> dict:
+    try:
+        if model == "perf":
+            return FK.price(r["set_dir"], r["mrow"], shape)
+        return _static(str(Path(r["set_dir"]) / r["co_name"]), r["knl_name"], r["flops"])
+    except Exception as e:          # one row's model failure is that row's note, not the table's end
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
-# ---- timing -------------------------------------------------------------------------------------
-def time_launches(rt, fn, grid, block, kernarg, lds, stream, warmup: int, repeats: int) -> list[float]:
-    for _ in range(warmup):
-        rt.launch(fn, grid, block, kernarg, lds, stream)
-    rt.synchronize(stream)
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        rt.launch(fn, grid, block, kernarg, lds, stream)
-        rt.synchronize(stream)
-        out.append(time.perf_counter() - t)
-    return out
+def predict(rows: list[dict], model: str, shape, jobs: int) -> None:
+    todo = [r for r in rows if not r["why"]]
+    if model == "none" or not todo:
+        return
+    args = ([model] * len(todo), todo, [shape] * len(todo))
+    if jobs <= 1:
+        got = list(map(_one, *args))
+    else:
+        with ProcessPoolExecutor(jobs) as ex:
+            got = list(ex.map(_one, *args))
+    for r, p in zip(todo, got):
+        if "error" in p:
+            r["pred_error"] = p["error"]
+        else:
+            r.update(pred_us=p["us"], pred_tflops=p["tflops"])
 
 
-def reference_rows(q, k, v, causal: bool, rows: int) -> "np.ndarray":  # noqa: F821
-    """float64 softmax(q kᵀ / sqrt(D)) v for the first `rows` queries of one (batch, head)."""
+# ---- device data and the reference -----------------------------------------------------------------
+def _encode(x, fp8: bool):
+    """float32 numpy -> (device bytes, the float64 values those bytes hold): bf16 or OCP E4M3 (gfx950's fp8)."""
+    import torch
+    t = torch.from_numpy(x)
+    t = t.to(torch.float8_e4m3fn) if fp8 else t.to(torch.bfloat16)
+    raw = t.view(torch.uint8 if fp8 else torch.int16).numpy().tobytes()
+    return raw, t.double().numpy()
+
+
+def _bf16_rows(raw: bytes, cols: int):
     import numpy as np
-    s = q[:rows] @ k.T / math.sqrt(q.shape[1])
+    return (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64).reshape(-1, cols)
+
+
+class DeviceData:
+    """Q, K, V (one random batch copied to every batch), O, LSE, descales and seqstarts for one
+    (dtype, hdim_q, hdim_v) at shape; `host` keeps (batch 0, head 0) of Q/K/V as float64."""
+
+    def __init__(self, rt, dtype: str, dq: int, dv: int, shape, rng):
+        self.rt, self.fp8, self.dq, self.dv, self.shape = rt, dtype.startswith("fp8"), dq, dv, shape
+        b, hq, hk, s = shape
+        self.ptrs, self.host = {}, {}
+        try:
+            for n, heads, d in (("q", hq, dq), ("k", hk, dq), ("v", hk, dv)):
+                raw, val = _encode(rng.standard_normal(s * heads * d, dtype="float32"), self.fp8)
+                self.ptrs[n] = rt.malloc(len(raw) * b)
+                for i in range(b):
+                    rt.to_device(self.ptrs[n] + i * len(raw), raw)
+                self.host[n] = val.reshape(s, heads, d)[:, 0, :]
+            self.ptrs["o"] = rt.malloc(2 * b * s * hq * dv)
+            self.ptrs["lse"] = rt.malloc(4 * b * hq * s)
+            if self.fp8:
+                for n, x in DESCALES.items():
+                    self.ptrs[n] = rt.malloc(4)
+                    rt.to_device(self.ptrs[n], struct.pack("<f", x))
+            starts = struct.pack(f"<{b + 1}i", *(i * s for i in range(b + 1)))
+            for n in ("seqstart_q", "seqstart_k"):
+                self.ptrs[n] = rt.malloc(len(starts))
+                rt.to_device(self.ptrs[n], starts)
+        except BaseException:
+            self.free()
+            raise
+
+    def free(self) -> None:
+        for p in self.ptrs.values():
+            self.rt.free(p)
+        self.ptrs = {}
+
+    def call(self, key) -> dict:
+        """drop_in pack's arguments for this key: shape, strides (group mode: packed sequences), pointers."""
+        dtype, dq, dv, mask, mode = key
+        b, hq, hk, s = self.shape
+        kv = dict(dtype=dtype, hdim_q=dq, hdim_v=dv, mask_type=mask, group=mode, batch=b, nhead_q=hq, nhead_k=hk,
+                  seqlen_q=s, seqlen_k=s, has_lse=1, scale=repr(1.0 / math.sqrt(dq)))
+        if mode:
+            for n, h, d in (("q", hq, dq), ("k", hk, dq), ("v", hk, dv), ("o", hq, dv)):
+                kv.update({f"stride_{n}": h * d, f"nhead_stride_{n}": d, f"batch_stride_{n}": 0})
+            kv["nhead_stride_lse"] = b * s
+        names = ["q", "k", "v", "o", "lse"] + (list(DESCALES) if self.fp8 else []) + \
+            (["seqstart_q", "seqstart_k"] if mode else [])
+        kv.update({n: hex(self.ptrs[n]) for n in names})
+        return kv
+
+    def poison_o(self) -> None:
+        b, hq, hk, s = self.shape
+        self.rt.to_device(self.ptrs["o"], b"\xff" * (2 * b * s * hq * self.dv))     # bf16 0xFFFF: NaN
+
+    def check(self, causal: bool, nrows: int) -> dict:
+        """O rows of (batch 0, head 0) against the float64 reference: max |err|, worst err/bound."""
+        import numpy as np
+        b, hq, hk, s = self.shape
+        rows = np.unique(np.linspace(0, s - 1, max(2, nrows)).round().astype(int))
+        got = _bf16_rows(b"".join(self.rt.from_device(self.ptrs["o"] + 2 * int(i) * hq * self.dv, 2 * self.dv)
+                                  for i in rows), self.dv)
+        ds = [DESCALES[n] if self.fp8 else 1.0 for n in DESCALES]
+        ref, bound = reference(self.host["q"][rows] * ds[0], self.host["k"] * ds[1], self.host["v"] * ds[2], rows,
+                               s, causal, 1.0 / math.sqrt(self.dq), self.fp8)
+        err = np.nan_to_num(np.abs(got - ref), nan=np.inf)
+        return {"checked_rows": [int(i) for i in rows], "max_err": float(err.max()),
+                "err_over_bound": float((err / bound).max()), "ok": bool((err <= bound).all())}
+
+
+def reference(q, k, v, rows, sq: int, causal: bool, scale: float, fp8: bool):
+    """float64 softmax(scale·q kᵀ) v for query rows `rows` of one (batch, head) (q holds those rows,
+    dequantised; causal: bottom-right, query i sees keys j <= i + Sk - Sq), and the error bound."""
+    import numpy as np
+    s = (q @ k.T) * scale
     if causal:
-        s = np.where(np.arange(k.shape[0])[None, :] <= np.arange(rows)[:, None], s, -np.inf)
+        s = np.where(np.arange(k.shape[0])[None, :] <= rows[:, None] + (k.shape[0] - sq), s, -np.inf)
     p = np.exp(s - s.max(axis=1, keepdims=True))
-    return (p / p.sum(axis=1, keepdims=True)) @ v
+    o = (p @ v) / p.sum(axis=1, keepdims=True)
+    return o, error_bound(p, v, o, fp8)
 
 
-def _bf16_bytes(x) -> bytes:
+def error_bound(p, v, o, fp8: bool):
+    """Per-element bound on |O - O_ref| for a flash-attention kernel that rounds P = exp(s - m) to the
+    input format before P·V (p here: exp(s - max s), so p <= 1, sum p >= 1) and stores O in bf16.
+    Rounding P_j with error e_j moves O by at most sum_j e_j (|v_j| + |O|) / sum_j p_j, whether the kernel
+    divides by the sum of the rounded or of the unrounded P (the |O| term covers the former).
+    bf16 P: e = 2^-7 p (7 fraction bits, truncation or RNE); fp8 P (OCP E4M3, RNE, 3 fraction bits,
+    subnormal spacing 2^-9): e = max(2^-4 p, min(2^-10, p)) (tests/conftest.fp8_attention_bound derives
+    it, with the running max: P relative to a max no larger than the true one keeps these in its units).
+    Plus O's bf16 store, 2^-7 |O|, and fp32 accumulation/exp, 2^-16 sum p |v| / sum p (far below the rest).
+    The inputs are exact (the reference reads the bytes the kernel reads)."""
     import numpy as np
-    return (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()     # truncation: exact values
+    e = np.maximum(2.0 ** -4 * p, np.minimum(2.0 ** -10, p)) if fp8 else 2.0 ** -7 * p
+    den = p.sum(axis=1, keepdims=True)
+    av = np.abs(v)
+    return (e @ av + e.sum(axis=1, keepdims=True) * np.abs(o) + 2.0 ** -16 * (p @ av)) / den + 2.0 ** -7 * np.abs(o)
 
 
-def _bf16_from(b: bytes):
-    import numpy as np
-    return (np.frombuffer(b, np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+# ---- measurement ------------------------------------------------------------------------------------
+def time_events(rt, fn, grid, block: int, kernarg: bytes, stream, warmup: int, repeats: int) -> list[float]:
+    """Device seconds of `repeats` launches, each between two hipEvents on the stream, after `warmup`."""
+    for _ in range(warmup):
+        rt.launch(fn, grid, (block, 1, 1), kernarg, 0, stream)
+    evs = [(rt.event(), rt.event()) for _ in range(repeats)]
+    try:
+        for a, b in evs:
+            rt.record(a, stream)
+            rt.launch(fn, grid, (block, 1, 1), kernarg, 0, stream)
+            rt.record(b, stream)
+        rt.event_synchronize(evs[-1][1])
+        return [rt.elapsed_ms(a, b) / 1e3 for a, b in evs]
+    finally:
+        for pair in evs:
+            for ev in pair:
+                rt.destroy_event(ev)
 
 
-def measure(rt, args, shapes, causals, table) -> None:
-    """Fill table rows with measured columns (needs a device: rt is a HipRuntime)."""
+def measure(rt, rows: list[dict], shape, args) -> None:
+    """Fill the runnable rows with measured columns (rt: a HipRuntime on a machine with a GPU)."""
     import numpy as np
     rng = np.random.default_rng()
-    st = rt.stream()
-    loaded = {}
-    for (B, H, S, D) in shapes:
-        n = B * S * H * D
-        ptrs = {t: rt.malloc(2 * n) for t in ("q", "k", "v", "o")}
-        ptrs["lse"] = rt.malloc(4 * B * H * S)
-        sl = {}
-        for t in ("q", "k", "v"):           # one random batch, copied to every batch (host memory stays small)
-            chunk = _bf16_bytes(rng.standard_normal(S * H * D, dtype=np.float32))
-            for b in range(B):
-                rt.to_device(ptrs[t] + b * len(chunk), chunk)
-            sl[t] = _bf16_from(chunk).reshape(S, H, D)[:, 0, :]        # (batch 0, head 0) of BSHD
-        strides = {t: (S * H * D, H * D, D) for t in ("q", "k", "v", "o")}
-        strides["lse"] = S
-        for causal in causals:
-            rows = [r for r in table if (r["B"], r["H"], r["S"], r["D"], r["causal"]) == (B, H, S, D, causal)
-                    and not r["why"]]
-            for r in rows:
-                if r["kernel"] == "ours":
-                    co, name = r["co"], r["knl_name"]
-                    tiles = -(-S // TS_QO)                # aiter's grid: causal pairs two Q tiles per workgroup
-                    grid = (-(-tiles // 2) if causal else tiles, H, B)
-                    kernarg = kernarg_from(ptrs, strides, B, S, S, H, H, D, 2, causal, TS_QO)
-                else:
-                    d = drop_in_pack(Path(args.aiter_dir), ptrs, B, S, H, H, D, 2 if causal else 0)
-                    co, name = (Path(args.aiter_dir) / Path(d["co_name"]).name).read_bytes(), d["knl_name"]
-                    grid, kernarg = tuple(d["grid"]), d["kernarg"]
-                if name not in loaded:
-                    loaded[name] = rt.get_function(rt.load_module(co), name)
-                rt.to_device(ptrs["o"], b"\xff" * (2 * n))                                  # NaN-poisoned O
-                ts = time_launches(rt, loaded[name], grid, (512, 1, 1), kernarg, 0, st, args.warmup, args.repeats)
-                med = statistics.median(ts)
-                got = _bf16_from(b"".join(rt.from_device(ptrs["o"] + 2 * s * H * D, 2 * D) for s in range(64)))
-                ref = reference_rows(sl["q"], sl["k"], sl["v"], causal, 64)
-                r.update(meas_us=med * 1e6, meas_min_us=min(ts) * 1e6, meas_max_us=max(ts) * 1e6,
-                         meas_tflops=r["flops"] / med / 1e12, grid=list(grid),
-                         max_err=float(np.nan_to_num(np.abs(got.reshape(64, D) - ref), nan=np.inf).max()))
-        for p in ptrs.values():
-            rt.free(p)
-
-
-def build_table(args, shapes, causals) -> list[dict]:
-    """One row per (shape, mask, kernel) with predictions; aiter keys that cannot be timed keep `why`."""
-    from flyasm.report.program import as_program
-    keys = aiter_keys(Path(args.aiter_dir)) if (Path(args.aiter_dir) / "fmha_fwd.csv").is_file() else []
-    progs, table = {}, []
-    for (B, H, S, D) in shapes:
-        for causal in causals:
-            fl = flops(B, H, S, D, causal)
-            base = {"B": B, "H": H, "S": S, "D": D, "causal": causal, "flops": fl}
-            k = our_kernel(causal, H, H)
-            res = k.build()
-            table.append({**base, "kernel": "ours", "knl_name": k.name, "co": res.co, "why": "" if D == 128 else
-                          "fa_fwd is head dim 128", **predict(k, fl, args.model)})
-            for key in keys:
-                if int(key["mask"]) not in ((1, 2) if causal else (0,)):
+    stream = rt.stream()
+    functions = {}
+    todo = [r for r in rows if not r["why"]]
+    for dims in sorted({tuple(r["key"][:3]) for r in todo}):
+        data = DeviceData(rt, *dims, shape, rng)
+        try:
+            for r in (r for r in todo if tuple(r["key"][:3]) == dims):
+                try:
+                    d = AL.fmha_pack(Path(r["set_dir"]), **data.call(r["key"]))
+                    if d["knl_name"] not in functions:
+                        co = (Path(r["set_dir"]) / Path(d["co_name"]).name).read_bytes()
+                        functions[d["knl_name"]] = rt.get_function(rt.load_module(co), d["knl_name"])
+                    data.poison_o()
+                    ts = time_events(rt, functions[d["knl_name"]], tuple(d["grid"]), r["block"], d["kernarg"],
+                                     stream, args.warmup, args.repeats)
+                except hip.HipError as e:
+                    r["meas_error"] = e.message
                     continue
-                row = {**base, "kernel": f"aiter {key['co_name']}", "knl_name": key["knl_name"],
-                       "key": "/".join(key[c] for c in ("dtype", "hdim_q", "hdim_v", "mask", "mode")), "why": key["why"]}
-                if not key["why"]:
-                    path = Path(args.aiter_dir) / key["co_name"]
-                    if path not in progs:
-                        progs[path] = as_program(str(path), key["knl_name"])
-                    row.update(predict(progs[path], fl, args.model))
-                table.append(row)
-    return table
+                med = statistics.median(ts)
+                r.update(grid=list(d["grid"]), meas_us=med * 1e6, meas_min_us=min(ts) * 1e6,
+                         meas_max_us=max(ts) * 1e6, meas_tflops=r["flops"] / med / 1e12,
+                         **data.check(bool(r["key"][3]), args.check_rows))
+        finally:
+            data.free()
 
 
-def format_table(table: list[dict]) -> str:
-    head = ["B", "H", "S", "D", "causal", "kernel", "pred_us", "pred_tflops", "meas_us", "meas_tflops",
-            "meas/pred", "max_err", "note"]
+# ---- the table ----------------------------------------------------------------------------------------
+COLUMNS = ["key", "kernel", "code object", "pred µs", "pred TFLOPS", "meas µs (median)", "min-max µs",
+           "meas TFLOPS", "meas/pred", "max abs err", "within bound", "note"]
 
-    def cell(r, c):
-        x = r.get(c)
-        if c == "meas/pred":
-            return f"{r['meas_us'] / r['pred_us']:.2f}" if r.get("meas_us") and r.get("pred_us") else "-"
-        if c == "note":
-            return r.get("why") or ""
-        if x is None:
-            return "-"
-        return f"{x:.1f}" if isinstance(x, float) and c != "max_err" else f"{x:.1e}" if c == "max_err" else str(x)
 
-    body = [[cell(r, c) for c in head] for r in table]
-    w = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    return "\n".join("  ".join(c.rjust(x) if i < len(head) - 1 else c for i, (c, x) in enumerate(zip(cells, w)))
-                     for cells in [head] + body)
+def _num(x) -> str:
+    return "" if x is None else f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _cells(r: dict) -> list[str]:
+    meas = r.get("meas_us") is not None
+    note = r["why"] or r.get("meas_error") or r.get("pred_error") or ""
+    return [key_text(r["key"]), r["kernel"], r.get("co_name", ""), _num(r.get("pred_us")), _num(r.get("pred_tflops")),
+            _num(r.get("meas_us")), f"{_num(r['meas_min_us'])}-{_num(r['meas_max_us'])}" if meas else "",
+            _num(r.get("meas_tflops")), f"{r['meas_us'] / r['pred_us']:.2f}" if meas and r.get("pred_us") else "",
+            f"{r['max_err']:.2e}" if meas else "",
+            ("yes" if r["ok"] else f"NO (err/bound {r['err_over_bound']:.3g})") if meas else "", note]
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    out += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def our_set(args, needed: bool):
+    """(dir, manifest) of our kernels, or (None, why)."""
+    if args.set:
+        return Path(args.set), FK.manifest(Path(args.set))
+    if not needed:
+        return None, "no set: nothing to predict or measure (--model none, no GPU); pass --set DIR to list it"
+    from flyasm.dispatch import _attention_set_dir
+    print("our attention set: flyasm's cached build (kernels/fa_fwd_set.py; built once, minutes)", flush=True)
+    d = _attention_set_dir()
+    return d, FK.manifest(d)
 
 
 def main(argv=None, runtime=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="B,H,S,D;... (default: the issue's headline shape)")
-    ap.add_argument("--causal", choices=["no", "yes", "both"], default="both")
-    ap.add_argument("--aiter-dir", default=str(AITER_DIR), help="aiter's gfx950 fmha_v3_fwd directory (manifest + .co)")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--set", help="our built set (flyasm build-set kernels/fa_fwd_set.py:KEYS -o DIR); "
+                                  "default: flyasm's cached attention set")
+    ap.add_argument("--aiter-dir", default=str(AITER_DIR), help="aiter's gfx950 fmha_v3_fwd (manifest + .co)")
+    ap.add_argument("--shape", default="16,64,64,8192", help="batch,heads_q,heads_k,seqlen (group: batch sequences)")
+    ap.add_argument("--key", action="append", default=[], help="dtype,hdim_q,hdim_v,mask,mode (repeatable)")
+    ap.add_argument("--model", choices=["perf", "static", "none"], default="perf",
+                    help="predicted columns: flyasm perf (CU timing model), the static model, or none")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--model", default="static", help="ranker of flyasm.sweep for the predicted columns ('none': skip)")
-    ap.add_argument("--json", default=None, help="write the rows as JSON here")
-    args = ap.parse_args(argv)
-    shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes.split(";") if s]
-    causals = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
+    ap.add_argument("--check-rows", type=int, default=8, help="O rows of (batch 0, head 0) checked per kernel")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the predictions")
+    ap.add_argument("--md", help="write the table (markdown) here")
+    ap.add_argument("--json", help="write the rows as JSON here")
+    a = ap.parse_args(argv)
+    aiter_dir = Path(a.aiter_dir)
+    if not (aiter_dir / "fmha_fwd.csv").is_file():
+        print(f"silicon: {aiter_dir} has no fmha_fwd.csv: the rows are the keys of aiter's manifest; nothing to do")
+        return 0
+    shape = tuple(int(x) for x in a.shape.split(","))
+    if len(shape) != 4:
+        ap.error("--shape is batch,heads_q,heads_k,seqlen")
+    aiter = FK.manifest(aiter_dir)
+    want = [parse_key(k) for k in a.key]
+    bad = [k for k in want if k not in aiter]
+    if bad:
+        ap.error(f"not keys of aiter's manifest: {bad}")
+    keys = [k for k in aiter if not want or k in want]
 
     if runtime is None:
         ok, why = hip.available()
         rt = hip.HipRuntime() if ok else None
     else:
         ok, why, rt = True, "injected runtime", runtime
-    table = build_table(args, shapes, causals)
+    sets = {"ours": our_set(a, ok or a.model != "none"), "aiter": (aiter_dir, aiter)}
+    rows = plan(keys, sets, shape)
+    t0 = time.time()
+    predict(rows, a.model, shape, a.jobs)
+    t_pred = time.time() - t0
     if ok:
-        measure(rt, args, shapes, causals, table)
-    print(f"Attention forward, bf16; predicted by the {args.model} model (a prediction, not a measurement); "
-          + (f"measured: median of {args.repeats} synchronised launches after {args.warmup} warm-up"
-             if ok else "nothing measured"))
-    print(format_table(table))
+        measure(rt, rows, shape, a)
+    b, hq, hk, s = shape
+    head = (f"Attention forward, every aiter gfx950 key: batch {b}, {hq} Q / {hk} K/V heads, seqlen {s} (group mode: "
+            f"{b} sequences of {s}); launches packed by aiter's own host code. Predicted: "
+            + {"perf": "`flyasm perf` (CU timing model)", "static": "the static model (flyasm.sweep)",
+               "none": "nothing (--model none)"}[a.model] + f" ({t_pred:.0f} s). Measured: "
+            + (f"hipEvent device time, median of {a.repeats} launches after {a.warmup} warm-up; max abs err over "
+               f"{a.check_rows} O rows of (batch 0, head 0) vs a float64 reference, bound: silicon.error_bound"
+               if ok else "nothing"))
+    text = table(rows)
+    print(head + "\n\n" + text)
     if not ok:
         print(f"silicon: no AMD GPU here ({why}); nothing measured.")
-    if args.json:
-        rows = [{k: v for k, v in r.items() if k != "co"} for r in table]
-        Path(args.json).write_text(json.dumps({"measured": ok, "reason": why, "rows": rows}, indent=2) + "\n")
-        print(f"wrote {args.json}")
+    if a.md:
+        Path(a.md).write_text(f"`python3 benchmarks/silicon.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
+                              f"\n\n{head}\n\n{text}")
+    if a.json:
+        out = [{k: v for k, v in r.items() if k != "mrow"} for r in rows]
+        Path(a.json).write_text(json.dumps({"measured": ok, "reason": why, "shape": shape, "model": a.model,
+                                            "rows": out}, indent=1) + "\n")
+        print(f"wrote {a.json}")
     return 0
 
 

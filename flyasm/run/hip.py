@@ -9,6 +9,9 @@ Constants (hip_runtime_api.h, ROCm 6): HIP_LAUNCH_PARAM_BUFFER_POINTER = 0x01,
 HIP_LAUNCH_PARAM_BUFFER_SIZE = 0x02, HIP_LAUNCH_PARAM_END = 0x03; hipMemcpyHostToDevice = 1,
 hipMemcpyDeviceToHost = 2; hipDeviceAttributeMaxSharedMemoryPerBlock = 74 (the enum is ordered
 from hipDeviceAttributeCudaCompatibleBegin = 0; vLLM's csrc/cuda_utils_kernels.cu notes the 74).
+Events (hip_runtime_api.h): hipEventCreate(hipEvent_t*), hipEventRecord(hipEvent_t, hipStream_t),
+hipEventSynchronize(hipEvent_t), hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop),
+hipEventDestroy(hipEvent_t); the elapsed time is in milliseconds, measured on the device.
 """
 from __future__ import annotations
 
@@ -79,6 +82,11 @@ class HipRuntime:
         lib.hipDeviceGetAttribute.argtypes = [ctypes.POINTER(i), i, i]
         lib.hipStreamCreate.argtypes = [ctypes.POINTER(vp)]
         lib.hipStreamSynchronize.argtypes = [vp]
+        lib.hipEventCreate.argtypes = [ctypes.POINTER(vp)]
+        lib.hipEventRecord.argtypes = [vp, vp]
+        lib.hipEventSynchronize.argtypes = [vp]
+        lib.hipEventElapsedTime.argtypes = [ctypes.POINTER(ctypes.c_float), vp, vp]
+        lib.hipEventDestroy.argtypes = [vp]
 
     def _check(self, err: int, what: str) -> None:
         if err != 0:
@@ -131,6 +139,27 @@ class HipRuntime:
 
     def synchronize(self, stream=None) -> None:
         self._check(self.lib.hipStreamSynchronize(stream), "hipStreamSynchronize")
+
+    # ---- events: device-side timing ------------------------------------------------------------
+    def event(self) -> ctypes.c_void_p:
+        ev = ctypes.c_void_p()
+        self._check(self.lib.hipEventCreate(ctypes.byref(ev)), "hipEventCreate")
+        return ev
+
+    def record(self, event, stream=None) -> None:
+        self._check(self.lib.hipEventRecord(event, stream), "hipEventRecord")
+
+    def event_synchronize(self, event) -> None:
+        self._check(self.lib.hipEventSynchronize(event), "hipEventSynchronize")
+
+    def elapsed_ms(self, start, stop) -> float:
+        """Device time between two recorded (and completed) events, in milliseconds."""
+        ms = ctypes.c_float(0.0)
+        self._check(self.lib.hipEventElapsedTime(ctypes.byref(ms), start, stop), "hipEventElapsedTime")
+        return ms.value
+
+    def destroy_event(self, event) -> None:
+        self._check(self.lib.hipEventDestroy(event), "hipEventDestroy")
 
     # ---- memory ----------------------------------------------------------------------------
     def malloc(self, nbytes: int) -> int:
