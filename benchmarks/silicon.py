@@ -185,7 +185,7 @@ class DeviceData:
 
     def poison_o(self) -> None:
         b, hq, hk, s = self.shape
-        self.rt.to_device(self.ptrs["o"], b"\xff" * (2 * b * s * hq * self.dv))     # bf16 0xFFFF: NaN
+        self.rt.memset(self.ptrs["o"], 0xFF, 2 * b * s * hq * self.dv)     # bf16 0xFFFF: NaN
 
     def check(self, causal: bool, nrows: int) -> dict:
         """O rows of (batch 0, head 0) against the float64 reference: max |err|, worst err/bound."""

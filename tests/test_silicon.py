@@ -121,6 +121,11 @@ class FakeDevice(FakeHip):
             ctypes.memmove(dst.value, self.read(src.value, nbytes), nbytes)
         return self._rec(f"hipMemcpy{kind}")
 
+    def hipMemset(self, dst, byte, nbytes):
+        buf, off = self._at(dst.value, nbytes)
+        buf[off:off + nbytes] = bytes([byte]) * nbytes
+        return self._rec("hipMemset")
+
     def hipEventCreate(self, ev):
         ctypes.cast(ev, ctypes.POINTER(ctypes.c_void_p)).contents.value = self.next_event
         self.next_event += 1
@@ -209,9 +214,9 @@ def test_fake_device_launches_every_kind_of_key(tmp_path, capsys, our_set):
         (("fp8bf16", 128, 128, 0, 0), "ours"), (("fp8bf16", 128, 128, 0, 0), "aiter")]
     assert next(r for r in rows if r["key"] == ["bf16", 128, 128, 2, 1] and r["kernel"] == "aiter")["why"] \
         .startswith("fwd_hd128_bf16_causal_group.co is not in")
-    # per kernel: W warm-up launches, then R x (record, launch, record), one wait, R elapsed times, 2R destroys
-    seq = [c for c in fake.calls if c.startswith(("hipModuleLaunch", "hipEvent"))]
-    one = ["hipModuleLaunchKernel"] * W + ["hipEventCreate"] * 2 * R \
+    # per kernel: O poisoned, W warm-up launches, R x (record, launch, record), one wait, R elapsed times
+    seq = [c for c in fake.calls if c.startswith(("hipModuleLaunch", "hipEvent", "hipMemset"))]
+    one = ["hipMemset"] + ["hipModuleLaunchKernel"] * W + ["hipEventCreate"] * 2 * R \
         + ["hipEventRecord", "hipModuleLaunchKernel", "hipEventRecord"] * R + ["hipEventSynchronize"] \
         + ["hipEventElapsedTime"] * R + ["hipEventDestroy"] * 2 * R
     assert seq == one * len(ran) and not fake.stamps

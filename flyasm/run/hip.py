@@ -12,6 +12,7 @@ from hipDeviceAttributeCudaCompatibleBegin = 0; vLLM's csrc/cuda_utils_kernels.c
 Events (hip_runtime_api.h): hipEventCreate(hipEvent_t*), hipEventRecord(hipEvent_t, hipStream_t),
 hipEventSynchronize(hipEvent_t), hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop),
 hipEventDestroy(hipEvent_t); the elapsed time is in milliseconds, measured on the device.
+hipMemset(void* dst, int value, size_t sizeBytes) sets bytes.
 """
 from __future__ import annotations
 
@@ -78,6 +79,7 @@ class HipRuntime:
         lib.hipModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
         lib.hipMalloc.argtypes = [ctypes.POINTER(vp), sz]
         lib.hipMemcpy.argtypes = [vp, vp, sz, i]
+        lib.hipMemset.argtypes = [vp, i, sz]
         lib.hipFree.argtypes = [vp]
         lib.hipDeviceGetAttribute.argtypes = [ctypes.POINTER(i), i, i]
         lib.hipStreamCreate.argtypes = [ctypes.POINTER(vp)]
@@ -174,6 +176,10 @@ class HipRuntime:
         src = ctypes.create_string_buffer(data, len(data))
         self._check(self.lib.hipMemcpy(ctypes.c_void_p(ptr), ctypes.cast(src, ctypes.c_void_p), len(data),
                                        HIP_MEMCPY_H2D), "hipMemcpy(HtoD)")
+
+    def memset(self, ptr: int, byte: int, nbytes: int) -> None:
+        """Every byte of [ptr, ptr + nbytes) set to `byte` on the device (no host buffer of that size)."""
+        self._check(self.lib.hipMemset(ctypes.c_void_p(ptr), byte, nbytes), "hipMemset")
 
     def from_device(self, ptr: int, nbytes: int) -> bytes:
         dst = ctypes.create_string_buffer(nbytes)
