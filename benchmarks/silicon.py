@@ -32,6 +32,7 @@ import json
 import math
 import statistics
 import struct
+import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -353,7 +354,12 @@ def main(argv=None, runtime=None) -> int:
     else:
         ok, why, rt = True, "injected runtime", runtime
     sets = {"ours": our_set(a, ok or a.model != "none"), "aiter": (aiter_dir, aiter)}
-    rows = plan(keys, sets, shape)
+    try:
+        rows = plan(keys, sets, shape)
+    except (subprocess.CalledProcessError, OSError) as e:     # codegen needs pandas, host.cpp a C++ compiler
+        tail = (getattr(e, "stderr", None) or str(e)).strip().splitlines()[-1:]
+        print(f"silicon: aiter's host code (client/drop_in.sh's codegen + host.cpp) could not run: {tail}")
+        return 1
     t0 = time.time()
     predict(rows, a.model, shape, a.jobs)
     t_pred = time.time() - t0
