@@ -357,7 +357,9 @@ def main(argv=None, runtime=None) -> int:
     try:
         rows = plan(keys, sets, shape)
     except (subprocess.CalledProcessError, OSError) as e:     # codegen needs pandas, host.cpp a C++ compiler
-        tail = (getattr(e, "stderr", None) or str(e)).strip().splitlines()[-1:]
+        err = getattr(e, "stderr", None)
+        err = err.decode(errors="replace") if isinstance(err, bytes) else err
+        tail = ((err or str(e)).strip().splitlines() or [str(e)])[-1]
         print(f"silicon: aiter's host code (client/drop_in.sh's codegen + host.cpp) could not run: {tail}")
         return 1
     t0 = time.time()

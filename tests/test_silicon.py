@@ -286,3 +286,13 @@ def test_error_bound_against_rounded_p():
         err = (o - o_ref).abs().numpy()
         assert (err <= bound).all() and (bound < 0.5).all()
         assert err.max() > 0.02 * bound.max()              # the rounding is there: not a vacuous comparison
+
+
+def test_host_code_failure_is_one_sentence(monkeypatch, capsys, our_set):
+    def broken(*a, **k):
+        raise subprocess.CalledProcessError(1, ["host"], stderr=b"codegen.py: No module named 'pandas'\n")
+    monkeypatch.setattr(silicon.AL, "fmha_pack", broken)
+    assert silicon.main(["--set", str(our_set), "--model", "none", "--key", "bf16,128,128,0,0"],
+                        runtime=hip.HipRuntime(lib=FakeDevice())) == 1
+    assert capsys.readouterr().out.strip() == ("silicon: aiter's host code (client/drop_in.sh's codegen + host.cpp) "
+                                               "could not run: codegen.py: No module named 'pandas'")
