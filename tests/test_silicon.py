@@ -82,6 +82,22 @@ def test_no_gpu_prints_predictions_and_exits_0(tmp_path, our_set):
     assert "| fp8bf16 256/256 causal group | aiter | fwd_hd256_fp8_causal_group.co |" in r.stdout
 
 
+@pytest.mark.slow
+def test_perf_model_is_the_default_prediction(tmp_path, our_set):
+    """The predicted columns are fa_keys_model.price's (flyasm perf on aiter's packed launch)."""
+    import fa_keys_model
+    js = tmp_path / "perf.json"
+    r = subprocess.run([sys.executable, "benchmarks/silicon.py", "--set", str(our_set), "--shape", "1,8,8,1024",
+                        "--key", "bf16,128,128,0,0", "--json", str(js)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {x["kernel"]: x for x in json.loads(js.read_text())["rows"]}
+    mrow = fa_keys_model.manifest(silicon.AITER_DIR)[("bf16", 128, 128, 0, 0)]
+    want = fa_keys_model.price(str(silicon.AITER_DIR), mrow, (1, 8, 8, 1024))
+    assert rows["aiter"]["pred_us"] == pytest.approx(want["us"], rel=1e-9) and want["us"] > 0
+    assert rows["aiter"]["pred_tflops"] == pytest.approx(rows["aiter"]["flops"] / want["us"] / 1e6)
+
+
 class FakeDevice(FakeHip):
     """FakeHip plus device memory (copies at any offset inside an allocation), hipEvents on a fake clock
     that each launch advances, and a 'kernel' that writes O of (batch 0, head 0) -- computed here from
