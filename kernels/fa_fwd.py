@@ -220,11 +220,12 @@ class _Builder:
         self.num_heads = num_heads
         self.lazy_rescale, self.setprio, self.q_prescale = lazy_rescale, setprio, q_prescale
         self.stagger = stagger
-        # split softmax (build()'s docstring): the default loop of head dim 128 without stagger
-        self.split = (head_dim == 128 and not stagger and type(self) is _Builder) if split is None else split
-        if self.split and (head_dim != 128 or stagger):
-            raise ValueError("split=True exists for head dim 128 without stagger")
-        self.pingpong = self.split and pingpong
+        # split softmax (build()'s docstring): the default loop without stagger
+        self.split = (not stagger and type(self) is _Builder) if split is None else split
+        if self.split and stagger:
+            raise ValueError("split=True exists without stagger only")
+        # ping-pong pairs waves w and w+4 on a SIMD: 8 waves only
+        self.pingpong = self.split and pingpong and L.GEOMETRY[head_dim].waves == 8
         self.v_guard = True           # stagger: group B reads V into VGPRs before its 2nd barrier (tests break it)
         self.b_waits = True           # stagger: group B's tighter DMA waits in the loop (tests break it)
         self.b_wait_start = True      # stagger: ... and before its extra barrier (tests break it)
@@ -630,7 +631,7 @@ class _Builder:
             self.mfma(self.mfma_name, acc, slot, Q[4 * kk:4 * kk + 3], 0 if kk == 0 else acc)
             if f + 8 < n:
                 read(f + 8)
-            if f % 2 == 1:
+            if f % self.DMA_EVERY == self.DMA_EVERY - 1:
                 self.fill(dma, 3)
             if budget:
                 self.feed(softmax, budget, start=f == 0)    # budget: VALU-port cycles per MFMA
@@ -1011,15 +1012,16 @@ class _Builder:
         nk, nv = self.g.k_dma, self.g.v_dma
         with k.region(f"step{p}"):
             self.tile_offsets()
-            with k.region("qk_softmax", expect={"mfma": 16, "ds_read": 8, "lds_dma": nk + nv, "exp": 32 - self.EXP_A}):
-                self.qk_cluster(nxt, 1 - p, softmax=self.softmax_b(cur), dma=self.dma_gen(p, 1 - p), budget=28,
-                                preread=True)
+            with k.region("qk_softmax", expect={"mfma": 2 * self.g.k_steps, "ds_read": self.qk_reads - 8,
+                                                 "lds_dma": nk + nv, "exp": 32 - self.EXP_A}):
+                self.qk_cluster(nxt, 1 - p, softmax=self.softmax_b(cur), dma=self.dma_gen(p, 1 - p),
+                                budget=self.SPLIT_BUDGET[0], preread=True)
             self.rescale_o_split(p)
             k.s_add_u32(ST0, STEP, 1)
             k.s_lshl_b32(KBASE, ST0, 6)
             self.mask(nxt, p)
-            with k.region("pv", expect={"mfma": 16, "ds_read": 40, "exp": self.EXP_A}):
-                self.pv_cluster(cur, p, softmax=self.softmax_a(nxt), budget=32,
+            with k.region("pv", expect={"mfma": 16, "ds_read": self.pv_reads + 8, "exp": self.EXP_A}):
+                self.pv_cluster(cur, p, softmax=self.softmax_a(nxt), budget=self.SPLIT_BUDGET[1],
                                 hook=(self.PV_BARRIER, lambda: self.step_barrier(p)))
             k.s_add_u32(STEP, STEP, 1)
             k.s_cmp_lt_u32(STEP, N_TILES)
@@ -1041,6 +1043,8 @@ class _Builder:
         k.v_add_f32(L_RUN, L_RUN, T0)
         k.v_add_f32(L_RUN, L_RUN, T1)
 
+    DMA_EVERY = 2             # qk_cluster issues one DMA (3 instructions) after every DMA_EVERY-th MFMA
+    SPLIT_BUDGET = (28, 32)   # body_split's VALU-port cycles fed per MFMA under Q·Kᵀ and under P·V
     PV_BARRIER = 15     # the split loop's barrier follows this P·V MFMA: the K reads after it overlap the last 4
 
     def step_barrier(self, p):
