@@ -235,6 +235,7 @@ class _Builder:
         self.q_loads, self.qk_reads, self.pv_mfmas, self.pv_reads = g.k_steps, 2 * g.k_steps, 16, 32
         self.O, self.n_db = O, g.d_v // 32                                 # Oᵀ accumulators: 16 per 32 d
         self.softmax_valu = (144, 169)                                      # VALU of one softmax (expects)
+        self.qk_drain = 0             # s_nop wait states between the first Q·Kᵀ and the split loop's mask (fp8: 16 passes)
         self._bal = 0                           # VALU-port cycles left in the current MFMA cluster (feed)
         name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align, head_dim)
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS if head_dim == 128 else PLAN_REGIONS_HD192,
@@ -587,6 +588,8 @@ class _Builder:
         with k.region("qk_first", expect={"mfma": 2 * g.k_steps, "ds_read": self.qk_reads}):
             self.qk_cluster(S[0:31], 0, softmax=None, dma=None)
         if self.split:                                                  # the split loop's entry state
+            if self.qk_drain:
+                k.s_nop(self.qk_drain)                                  # a longer MFMA's D -> the mask's VALU reads
             k.s_mov_b32(KBASE, 0)
             self.mask(S[0:31], "first")
             with k.region("softmax_first", expect={"exp": self.EXP_A}):
@@ -596,8 +599,7 @@ class _Builder:
             k.s_waitcnt(vmcnt=0, lgkmcnt=0)                             # K_1, V_0 landed (the loop's first barrier)
             k.s_barrier()
             if not self.pingpong:
-                for f in range(8):
-                    self.read_k((f // self.g.k_steps, f % self.g.k_steps), f, 1)
+                self.read_k_ahead(1)
             else:                                                       # K_min(2, n-1) -> K buffer 0
                 k.s_min_u32(ST0, N_TILES, 3)
                 k.s_sub_u32(ST0, ST0, 1)
@@ -1010,17 +1012,18 @@ class _Builder:
         k = self.k
         cur, nxt = S[32 * p:32 * p + 31], S[32 * (1 - p):32 * (1 - p) + 31]
         nk, nv = self.g.k_dma, self.g.v_dma
+        nqk, ahead = 2 * self.g.k_steps, self.K_AHEAD
         with k.region(f"step{p}"):
             self.tile_offsets()
-            with k.region("qk_softmax", expect={"mfma": 2 * self.g.k_steps, "ds_read": self.qk_reads - 8,
-                                                 "lds_dma": nk + nv, "exp": 32 - self.EXP_A}):
+            with k.region("qk_softmax", expect={"mfma": nqk, "ds_read": self.qk_reads - ahead, "lds_dma": nk + nv,
+                                                 "exp": 32 - self.EXP_A}):
                 self.qk_cluster(nxt, 1 - p, softmax=self.softmax_b(cur), dma=self.dma_gen(p, 1 - p),
                                 budget=self.SPLIT_BUDGET[0], preread=True)
             self.rescale_o_split(p)
             k.s_add_u32(ST0, STEP, 1)
             k.s_lshl_b32(KBASE, ST0, 6)
             self.mask(nxt, p)
-            with k.region("pv", expect={"mfma": 16, "ds_read": self.pv_reads + 8, "exp": self.EXP_A}):
+            with k.region("pv", expect={"mfma": self.pv_mfmas, "ds_read": self.pv_reads + ahead, "exp": self.EXP_A}):
                 self.pv_cluster(cur, p, softmax=self.softmax_a(nxt), budget=self.SPLIT_BUDGET[1],
                                 hook=(self.PV_BARRIER, lambda: self.step_barrier(p)))
             k.s_add_u32(STEP, STEP, 1)
@@ -1046,6 +1049,7 @@ class _Builder:
     DMA_EVERY = 2             # qk_cluster issues one DMA (3 instructions) after every DMA_EVERY-th MFMA
     SPLIT_BUDGET = (28, 32)   # body_split's VALU-port cycles fed per MFMA under Q·Kᵀ and under P·V
     PV_BARRIER = 15     # the split loop's barrier follows this P·V MFMA: the K reads after it overlap the last 4
+    K_AHEAD = 8         # ds_reads of the next Q·Kᵀ's K fragments issued after that barrier (read_k_ahead)
 
     def step_barrier(self, p):
         """The split loop's one barrier per step, inside P·V_j: every wave's K_{j+2} and V_{j+1} DMAs
@@ -1055,8 +1059,12 @@ class _Builder:
         k = self.k
         k.s_waitcnt(vmcnt=0, lgkmcnt=0)
         k.s_barrier()
+        self.read_k_ahead(p)
+
+    def read_k_ahead(self, kbuf):
+        """The first 8 K fragments of the next Q·Kᵀ (K_AHEAD reads) into KV slots 0..7."""
         for f in range(8):
-            self.read_k((f // self.g.k_steps, f % self.g.k_steps), f, p)
+            self.read_k((f // self.g.k_steps, f % self.g.k_steps), f, kbuf)
 
     def o_scale(self):
         """CORR = the factor O is multiplied by before the store (1 / row sum); a hook for fp8's V descale."""

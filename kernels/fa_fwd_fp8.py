@@ -49,13 +49,16 @@ DQ, DK, DV = s[72], s[73], s[74]
 # packed-f32 softmax operands (fa_fwd's tmp region, free in the loop): (c, c) with c = scale*log2e*dq*dk,
 # and (-m, -m) for v_pk_fma_f32, reused as the (even, odd) row-sum pair by v_pk_add_f32
 C2, M2 = v[26:27], v[28:29]
+QK_DRAIN = 8         # s_nop wait states after the first Q·Kᵀ (16-pass MFMA D -> the mask's VALU reads)
 
 
 class _Fp8Builder(F._Builder):
     def __init__(self, causal, group, head_dim, lazy_rescale, setprio):
         if head_dim not in L.FP8_GEOMETRY:
             raise ValueError(f"fp8 head_dim is one of {sorted(L.FP8_GEOMETRY)}, not {head_dim!r}")
-        super().__init__("bf16", causal, 8, 8, True, lazy_rescale, setprio, False, group=group)
+        # head dim 128: the split softmax loop (fa_fwd.body_split: half a tile's softmax under each MFMA cluster)
+        super().__init__("bf16", causal, 8, 8, True, lazy_rescale, setprio, False, group=group,
+                         split=head_dim == 128, pingpong=False)
         self.g = g = L.FP8_GEOMETRY[head_dim]
         self.q_shift = g.block_q.bit_length() - 1
         name = kernel_name(causal, group, head_dim)
@@ -83,6 +86,9 @@ class _Fp8Builder(F._Builder):
         self.q_loads, self.qk_reads = 2 * g.k_steps, 4 * g.k_steps
         self.pv_mfmas, self.pv_reads = g.d_v // 32, 4 * (g.d_v // 32)
         self.softmax_valu = (100, 130)        # packed exponent arguments and row sums, fp8 packing (pack_p)
+        # split loop: K fragments in KV slots 0-3, V in slots 4-7, so the next step's K is read during P·V
+        self.v_slot0 = 4 if self.split else 0
+        self.qk_drain = QK_DRAIN
 
     # ---- prologue -----------------------------------------------------------------------------
     def setup(self):
@@ -164,49 +170,70 @@ class _Fp8Builder(F._Builder):
         self.k.s_nop(6)              # 16-pass MFMA D -> the first step's mask (VALU) needs 20 wait states
 
     # ---- clusters -----------------------------------------------------------------------------
-    def qk_cluster(self, s_out, kbuf, softmax, dma):
+    PV_BARRIER = 2      # split loop: the barrier follows this P·V MFMA (every V read has landed by then)
+    K_AHEAD = 8         # ... after it all 4 K fragments of the next Q·Kᵀ (8 ds_read_b128) into KV slots 0-3
+    SPLIT_BUDGET = (60, 60)     # VALU-port cycles of softmax per 64-cycle (16-pass) MFMA, 4 of them its issue
+
+    def qk_frags(self):
+        return [(kb, kk) for kk in range(self.g.k_steps) for kb in range(2)]
+
+    def read_k_frag(self, f, slot, kbuf):
+        """K fragment f of qk_frags() (two ds_read_b128: 32 bytes of one key row) into KV ring slot `slot`."""
+        kb, kk = self.qk_frags()[f]
+        for part in range(2):
+            r = 8 * slot + 4 * part
+            self.k.ds_read_b128(self.KV[r:r + 3], F.K_ADDR[kbuf],
+                                offset=L.k_read_imm_fp8(kb, kk, part, self.g.k_stride)).lds_buffer = f"k{kbuf}"
+
+    def read_k_ahead(self, kbuf):
+        for f in range(len(self.qk_frags())):
+            self.read_k_frag(f, f, kbuf)
+
+    def qk_cluster(self, s_out, kbuf, softmax, dma, budget=0, preread=False):
         """2 x k_steps MFMAs Sᵀ = K·Qᵀ (alternating the two key blocks' accumulators); K fragments
         (two ds_read_b128 into 8 KV registers) go through the 4-slot ring, fragment f + 4 read into
-        slot f % 4 once MFMA f has issued (head dim 128: all four up front); softmax / DMA
-        instructions fill the MFMA shadows as in fa_fwd."""
+        slot f % 4 once MFMA f has issued (head dim 128: all four up front; preread: already issued
+        by read_k_ahead); softmax / DMA instructions fill the MFMA shadows as in fa_fwd (budget:
+        fa_fwd.feed's VALU-port cycles per MFMA)."""
         k, g, KV = self.k, self.g, self.KV
         if self.setprio:
             k.s_setprio(1)
-        frags = [(kb, kk) for kk in range(g.k_steps) for kb in range(2)]
+        frags = self.qk_frags()
         n = len(frags)
         ns = min(n, self.kv_slots)
-
-        def read(f):
-            kb, kk = frags[f]
-            for part in range(2):
-                r = 8 * (f % ns) + 4 * part
-                k.ds_read_b128(KV[r:r + 3], F.K_ADDR[kbuf],
-                               offset=L.k_read_imm_fp8(kb, kk, part, g.k_stride)).lds_buffer = f"k{kbuf}"
-        for f in range(ns):
-            read(f)
+        if not preread:
+            for f in range(ns):
+                self.read_k_frag(f, f % ns, kbuf)
         for f, (kb, kk) in enumerate(frags):
             k.s_waitcnt(lgkmcnt=2 * (min(n, f + ns) - f - 1))
             acc = s_out[16 * kb:16 * kb + 15]
             r = 8 * (f % ns)
             self.mfma(self.mfma_name, acc, KV[r:r + 7], self.Q[8 * kk:8 * kk + 7], 0 if kk == 0 else acc)
             if f + ns < n:
-                read(f + ns)
+                self.read_k_frag(f + ns, (f + ns) % ns, kbuf)
             self.fill(dma, 3 * (g.k_dma + g.v_dma) // n + 1)
-            self.fill(softmax, 150 // n)
+            if budget:
+                self.feed(softmax, budget, start=f == 0)
+            else:
+                self.fill(softmax, 150 // n)
         self.fill(dma)
         self.fill(softmax)
         if self.setprio:
             k.s_setprio(0)
 
+    def v_slot(self, db):
+        return self.v_slot0 + db % self.kv_slots
+
     def read_v(self, db, vbuf):
-        """Vᵀ fragment of d block db (64 keys, fa_layouts order): four ds_read_b64_tr_b8 into ring slot db % 4."""
-        r = 8 * (db % self.kv_slots)
+        """Vᵀ fragment of d block db (64 keys, fa_layouts order): four ds_read_b64_tr_b8 into ring slot v_slot(db)."""
+        r = 8 * self.v_slot(db)
         for t in range(4):
             self.k.ds_read_b64_tr_b8(self.KV[r + 2 * t:r + 2 * t + 1], F.V_ADDR[vbuf],
                                      offset=L.v_read_imm_fp8(db, t, self.g.v_stride)).lds_buffer = f"v{vbuf}"
 
-    def pv_cluster(self, p_regs, vbuf, prefetched=False):
-        """Oᵀ[db] += Vᵀ·Pᵀ, one MFMA per 32 d; V fragments read two d blocks ahead."""
+    def pv_cluster(self, p_regs, vbuf, prefetched=False, softmax=None, budget=0, hook=None):
+        """Oᵀ[db] += Vᵀ·Pᵀ, one MFMA per 32 d; V fragments read two d blocks ahead; softmax / hook as
+        in fa_fwd.pv_cluster (the split loop)."""
         k, nb = self.k, self.pv_mfmas
         if self.setprio:
             k.s_setprio(1)
@@ -214,10 +241,16 @@ class _Fp8Builder(F._Builder):
             self.read_v(db, vbuf)
         for db in range(nb):
             k.s_waitcnt(lgkmcnt=4 if db + 1 < nb else 0)
-            acc, r = self.O[16 * db:16 * db + 15], 8 * (db % self.kv_slots)
+            acc, r = self.O[16 * db:16 * db + 15], 8 * self.v_slot(db)
             self.mfma(self.mfma_name, acc, self.KV[r:r + 7], p_regs[0:7], acc)
             if db + 2 < nb:
                 self.read_v(db + 2, vbuf)
+            if softmax is not None:
+                self.feed(softmax, budget, start=db == 0)
+            if hook and db == hook[0]:
+                hook[1]()
+        for _ in softmax or ():
+            pass
         if self.setprio:
             k.s_setprio(0)
 
