@@ -235,6 +235,7 @@ class _Builder:
         self.q_loads, self.qk_reads, self.pv_mfmas, self.pv_reads = g.k_steps, 2 * g.k_steps, 16, 32
         self.O, self.n_db = O, g.d_v // 32                                 # Oᵀ accumulators: 16 per 32 d
         self.softmax_valu = (144, 169)                                      # VALU of one softmax (expects)
+        self.mask_loop = False        # split loop: a copy without mask code runs until the first masked step
         self.qk_drain = 0             # s_nop wait states between the first Q·Kᵀ and the split loop's mask (fp8: 16 passes)
         self._bal = 0                           # VALU-port cycles left in the current MFMA cluster (feed)
         name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align, head_dim)
@@ -840,6 +841,12 @@ class _Builder:
         k.s_add_u32(ST0, KBASE, 64)
         k.s_cmp_le_i32(ST0, MASK_LIMIT)                               # signed: bottom-right limits go < 0
         k.s_cbranch_scc1(k.L(skip))
+        self.mask_tile(X)
+        k.label(skip)
+
+    def mask_tile(self, X):
+        """mask()'s compares and selects, unconditionally."""
+        k = self.k
         with k.region("mask", expect={"valu": 64 + (3 if self.causal else 1)}):
             k.s_sub_u32(ST0, ARG_SGPR["seqlen_k"], KBASE)
             k.v_sub_u32(MASK_T, ST0, H4)
@@ -862,7 +869,6 @@ class _Builder:
                     k.v_cmp_lt_i32(msk, L.mask_const(r, kb), MASK_T)
                 else:
                     k.v_cndmask_b32(X[16 * kb + r], NEG_INF, X[16 * kb + r], msk)
-        k.label(skip)
 
     # ---- the loop -----------------------------------------------------------------------------
     def body(self, p, group_b=False):
@@ -1003,37 +1009,47 @@ class _Builder:
         k.s_min_u32(ST0, ST0, ST1)
         k.s_mul_i32(V_TILE_OFF, ST0, V_SS64)
 
-    def body_split(self, p):
+    def body_split(self, p, copy=None):
         """One 64-key step of the split loop: S half p holds S_j with softmax_a done (O not yet
         rescaled by its corr); K_{j+1} in K buffer 1-p, V_j in V buffer p.
             Q·Kᵀ_{j+1} ║ softmax_b(S_j) -> P_j;  O *= corr_j (lazy);  mask S_{j+1};  P·V_j ║ softmax_a(S_{j+1})
         The last step's S_n (K clamped to the last tile) lies past every row's last key, so the mask
-        sets it to -inf and its softmax_a leaves m, l and corr unchanged (corr = 1, no rescale)."""
+        sets it to -inf and its softmax_a leaves m, l and corr unchanged (corr = 1, no rescale).
+        copy (mask_loop, see loop()): "hot" has no mask code and jumps to the "masked" copy's
+        .Lmasked_p when S_{j+1} needs one; "masked" masks unconditionally from there on."""
         k = self.k
         cur, nxt = S[32 * p:32 * p + 31], S[32 * (1 - p):32 * (1 - p) + 31]
         nk, nv = self.g.k_dma, self.g.v_dma
         nqk, ahead = 2 * self.g.k_steps, self.K_AHEAD
-        with k.region(f"step{p}"):
+        with k.region(f"step{p}" + ("m" if copy == "masked" else "")):
             self.tile_offsets()
             with k.region("qk_softmax", expect={"mfma": nqk, "ds_read": self.qk_reads - ahead, "lds_dma": nk + nv,
                                                  "exp": 32 - self.EXP_A}):
                 self.qk_cluster(nxt, 1 - p, softmax=self.softmax_b(cur), dma=self.dma_gen(p, 1 - p),
                                 budget=self.SPLIT_BUDGET[0], preread=True)
-            self.rescale_o_split(p)
+            self.rescale_o_split(p, "m" if copy == "masked" else "")
             k.s_add_u32(ST0, STEP, 1)
             k.s_lshl_b32(KBASE, ST0, 6)
-            self.mask(nxt, p)
+            if copy is None:
+                self.mask(nxt, p)
+            elif copy == "hot":                                       # masks are monotone in the key tile
+                k.s_add_u32(ST0, KBASE, 64)
+                k.s_cmp_le_i32(ST0, MASK_LIMIT)
+                k.s_cbranch_scc0(k.L(f".Lmasked_{p}"))
+            else:
+                k.label(f".Lmasked_{p}")
+                self.mask_tile(nxt)
             with k.region("pv", expect={"mfma": self.pv_mfmas, "ds_read": self.pv_reads + ahead, "exp": self.EXP_A}):
                 self.pv_cluster(cur, p, softmax=self.softmax_a(nxt), budget=self.SPLIT_BUDGET[1],
                                 hook=(self.PV_BARRIER, lambda: self.step_barrier(p)))
             k.s_add_u32(STEP, STEP, 1)
             k.s_cmp_lt_u32(STEP, N_TILES)
 
-    def rescale_o_split(self, p):
+    def rescale_o_split(self, p, sfx=""):
         """When the lazy max moved (uniform branch): corr = exp2(m_old - m_new), l and O *= corr (two
         accumulators per v_pk_mul_f32); then l += this tile's row sum (T0 + T1, from softmax_b)."""
         k = self.k
-        skip = f".Lskip_rescale_{p}"
+        skip = f".Lskip_rescale_{p}{sfx}"
         k.s_cmp_lg_u64(LAZY, 0)
         k.s_cbranch_scc0(k.L(skip))
         with k.region("rescale_o", expect={"valu": 34, "exp": 1}):
@@ -1114,10 +1130,20 @@ class _Builder:
         k.s_mov_b32(STEP, 0)
         k.label(f".Lloop{sfx}")
         body = self.body_pp if self.pingpong else self.body_split if self.split else (lambda q: self.body(q, group_b))
+        if self.mask_loop:
+            body = lambda q: self.body_split(q, "hot")           # noqa: E731
         body(0)
         k.s_cbranch_scc0(k.L(f".Ltail{sfx}"))
         body(1)
         k.s_cbranch_scc1(k.L(f".Lloop{sfx}"))
+        if self.mask_loop:
+            # the steps whose S_{j+1} needs the mask (the last ones: kbase only grows), entered mid-step
+            k.s_branch(k.L(f".Ltail{sfx}"))
+            k.label(".Lmloop")
+            self.body_split(0, "masked")
+            k.s_cbranch_scc0(k.L(f".Ltail{sfx}"))
+            self.body_split(1, "masked")
+            k.s_cbranch_scc1(k.L(".Lmloop"))
         k.label(f".Ltail{sfx}")
         if self.split and not self.pingpong:
             k.s_waitcnt(lgkmcnt=0)            # the last step's K reads ahead: done before LDS is reused

@@ -88,6 +88,7 @@ class _Fp8Builder(F._Builder):
         self.softmax_valu = (100, 130)        # packed exponent arguments and row sums, fp8 packing (pack_p)
         # split loop: K fragments in KV slots 0-3, V in slots 4-7, so the next step's K is read during P·V
         self.v_slot0 = 4 if self.split else 0
+        self.mask_loop = self.split           # the loop without mask code until the first masked step (fa_fwd.loop)
         self.qk_drain = QK_DRAIN
 
     # ---- prologue -----------------------------------------------------------------------------
