@@ -44,3 +44,36 @@ def test_per_head_descales_reach_their_heads():
     do = (out.float() - ref).abs()
     assert (do <= fp8_attention_bound(sc, v, ref)).all(), float(do.max())
     torch.testing.assert_close(lse, torch.logsumexp(sc, -1), atol=1e-4, rtol=0)
+
+
+# Head dim 128 runs fa_fwd's split loop with mask_loop: a step copy without mask code until the first
+# step whose next Sᵀ needs the mask, then the masked copy, entered mid-step at either parity. Causal
+# bottom-right with Sq=70, Sk=330 (DIAG 260): waves 0 and 1 enter the masked copy at step 3 (odd),
+# wave 2 at step 4 (even), after 3-4 steps of the hot copy. "growing": scores rise along the keys
+# (K drifts toward Q's direction), so the lazy max moves by more than its threshold and the O/l
+# rescale branch runs; the test prints by how much the row max moved past the first tile.
+@pytest.mark.parametrize("causal,growing", [(True, True), pytest.param(False, False, marks=pytest.mark.slow)])
+def test_hd128_hot_and_masked_loop_copies(causal, growing):
+    g = torch.Generator().manual_seed(5 + causal)
+    sq, sk, d = 70, 330, 128
+    q, k, v = (2 * torch.randn(1, 1, n, d, generator=g) for n in (sq, sk, sk))
+    if growing:
+        u = torch.full((d,), 0.25)
+        q = 0.3 * q + 4 * u
+        k = 0.3 * k + torch.linspace(0, 6, sk)[None, None, :, None] * u
+    f8 = torch.float8_e4m3fn
+    q8, k8, v8 = (t.to(f8) for t in (q, k, v))
+    ds = (0.8, 1.3, 0.7)
+    out, lse = fa_fwd_fp8.run(q8, k8, v8, ds, causal=causal)
+    qd, kd, vd = q8.float() * ds[0], k8.float() * ds[1], v8.float() * ds[2]
+    sc = (qd @ kd.transpose(-1, -2)) / math.sqrt(d)
+    if causal:
+        sc = sc.masked_fill(~torch.ones(sq, sk, dtype=torch.bool).tril(diagonal=sk - sq), float("-inf"))
+    ref = torch.softmax(sc, -1) @ vd
+    moved = float((sc.amax(-1) - sc[..., :64].amax(-1)).max()) * math.log2(math.e)
+    print(f"row max moved by up to {moved:.1f} log2 units past the first key tile")
+    if growing:
+        assert moved > 2 * 8.0, moved               # the lazy threshold (fa_fwd.LAZY_THRESHOLD) is passed
+    do = (out.float() - ref).abs()
+    assert (do <= fp8_attention_bound(sc, vd, ref)).all(), float(do.max())
+    torch.testing.assert_close(lse, torch.logsumexp(sc, -1), atol=1e-4, rtol=0)
