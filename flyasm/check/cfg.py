@@ -9,6 +9,7 @@ the function as far as a static check can see).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..isa.instruction import Instruction
 from ..isa.operands import Label
@@ -49,6 +50,28 @@ class CFG:
     block_of: dict[int, int]       # instruction item index -> block id
     label_block: dict[str, int]
     back_edges: set[tuple[int, int]]
+
+    @cached_property
+    def rpo(self) -> dict[int, int]:
+        """Block id -> rank in reverse postorder from the entry (unreachable blocks last). A
+        fixed point that visits blocks in this order sees every forward edge's source before
+        its target, so only loop back edges make it go round again."""
+        if not self.blocks:
+            return {}
+        post, seen = [], {0}
+        stack = [(0, iter(self.blocks[0].succs))]
+        while stack:
+            b, it = stack[-1]
+            for s in it:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append((s, iter(self.blocks[s].succs)))
+                    break
+            else:
+                post.append(b)
+                stack.pop()
+        order = post[::-1] + [b.id for b in self.blocks if b.id not in seen]
+        return {b: n for n, b in enumerate(order)}
 
     def reachable_from(self, bid: int) -> set[int]:
         seen, todo = set(), [bid]

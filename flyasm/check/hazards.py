@@ -71,27 +71,37 @@ class HazardAnalysis:
         # names no register of the producer can never match it, so it is left out of the mask:
         # the backward searches then step over most instructions on one integer test.
         self._bit = {r.id: 1 << n for n, r in enumerate(self.rules)}
+        # What an instruction is as producer and as consumer depends only on what it says, and an
+        # unrolled kernel repeats most of its instructions: both are worked out once per distinct
+        # text (for this program only).
+        self._key = {j: (it.text(), it.raw) for j, it in enumerate(items) if not is_label(it)}
         self._prod_mask: dict[int, int] = {}
         self._prod_regs: dict[int, dict] = {}
-        for j, it in enumerate(items):
-            if is_label(it):
-                continue
-            mask, regs, rel, is_producer = 0, {}, {}, {}
-            for r in self.rules:
-                ok = is_producer.get(r.producer)
-                if ok is None:
-                    ok = is_producer[r.producer] = r.producer(it)
-                if ok:
-                    if r.relation not in rel:
-                        rel[r.relation] = RELATION_REGS[r.relation](it)
-                    rr = rel[r.relation]
-                    if rr is None or rr:
-                        mask |= self._bit[r.id]
-                        regs[r.id] = rr
-            self._prod_mask[j] = mask
-            self._prod_regs[j] = regs
+        producers: dict[tuple, tuple] = {}
+        for j, k in self._key.items():
+            facts = producers.get(k)
+            if facts is None:
+                facts = producers[k] = self._producer(items[j])
+            self._prod_mask[j], self._prod_regs[j] = facts
         self._pos = {i: n for b in self.cfg.blocks for n, i in enumerate(b.insts)}
         self._plans: dict[tuple, tuple] = {}
+
+    def _producer(self, it: Instruction) -> tuple[int, dict]:
+        """(mask of the rules `it` can be the producer of, {rule id: registers its relation
+        compares (None: any)})."""
+        mask, regs, rel, is_producer = 0, {}, {}, {}
+        for r in self.rules:
+            ok = is_producer.get(r.producer)
+            if ok is None:
+                ok = is_producer[r.producer] = r.producer(it)
+            if ok:
+                if r.relation not in rel:
+                    rel[r.relation] = RELATION_REGS[r.relation](it)
+                rr = rel[r.relation]
+                if rr is None or rr:
+                    mask |= self._bit[r.id]
+                    regs[r.id] = rr
+        return mask, regs
 
     def _mask(self, rules: list[Rule]) -> int:
         m = 0
@@ -109,18 +119,18 @@ class HazardAnalysis:
                 h = limit[k]
         return m, h
 
-    def _searches(self, c: Instruction) -> tuple:
-        """(searches, limit, wanted, keys) of consumer c: the backward searches it starts, one per
-        (group, operand tag, registers), each with its rules in table order, the farthest wait
-        states it looks and the rules it may stop at (a mask). They depend only on what the
-        instruction says, so an unrolled kernel's repeated instructions share them."""
-        ck = (c.text(), c.raw)
+    def _searches(self, ci: int) -> tuple:
+        """(searches, limit, wanted, keys) of the consumer at item ci: the backward searches it
+        starts, one per (group, operand tag, registers), each with its rules in table order, the
+        farthest wait states it looks and the rules it may stop at (a mask)."""
+        ck = self._key[ci]
         plan = self._plans.get(ck)
         if plan is not None:
             return plan
         searches: dict[tuple, list[Rule]] = {}
         selected: dict[str, list] = {}
         is_consumer: dict = {}          # many rules share one consumer predicate: ask it once
+        c = self.items[ci]
         for rule in self.rules:
             pred = rule.consumer
             ok = is_consumer.get(pred)
@@ -139,7 +149,7 @@ class HazardAnalysis:
     def hits(self, ci: int) -> list[Hit]:
         """Every rule whose nearest producer is too close to the consumer at item `ci`."""
         c = self.items[ci]
-        searches, limit, wanted, keys = self._searches(c)
+        searches, limit, wanted, keys = self._searches(ci)
         if not searches:
             clause = self.clause_hit(ci)
             return [clause] if clause else []

@@ -23,6 +23,7 @@ or only some of the alternatives meet).
 """
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass
 
@@ -280,28 +281,76 @@ class LdsAddressAnalysis:
         cfg, items = self.cfg, self.items
         if not cfg.blocks:
             return
-        codes = {i: self._compile(items[i]) for b in cfg.blocks for i in b.insts}
+        codes, by_text = {}, {}          # unrolled code repeats its instructions: compile each text once
+        for b in cfg.blocks:
+            for i in b.insts:
+                k = (items[i].text(), items[i].raw)
+                code = by_text.get(k)
+                if code is None:
+                    code = by_text[k] = self._compile(items[i])
+                codes[i] = code
+        steps = self._block_steps(codes, set(init))
         entry = {0: dict(init)}
-        work = [0]
+        rank = cfg.rpo
+        work, queued = [(rank[0], 0)], {0}
         while work:
-            bid = work.pop(0)
+            bid = heapq.heappop(work)[1]
+            queued.discard(bid)
             env = dict(entry[bid])
-            for i in cfg.blocks[bid].insts:
-                self._step(env, codes[i])
+            for _, code in steps[bid]:
+                self._step(env, code)
             for s, out in self._edges(bid, env):
                 new = _join(entry[s], out) if s in entry else out
                 if s not in entry or not _same(new, entry[s]):
                     entry[s] = new
-                    if s not in work:
-                        work.append(s)
+                    if s not in queued:
+                        queued.add(s)
+                        heapq.heappush(work, (rank[s], s))
         for bid, env in entry.items():
             env = dict(env)
-            for i in cfg.blocks[bid].insts:
+            for i, code in steps[bid]:
                 if i in self._watch:
                     self._addr[i] = self._starts(env, items[i])
                     if env.get(LIVE) is not None:
                         self._live[i] = env[LIVE]
-                self._step(env, codes[i])
+                self._step(env, code)
+
+    def _block_steps(self, codes: dict, init_keys: set) -> dict[int, list]:
+        """Per block, the (item index, code) steps the fixed point takes. Values are computed only
+        where they can reach an LDS address (M0, a DS address VGPR) or SCC, directly or through
+        other computed registers: any other result is only forgotten, as it can never feed an
+        address, while the fixed point no longer carries (nor goes round again on) data values
+        such as loop counters. A run of instructions that then compute nothing and access no LDS
+        is one step (index None) forgetting what they write, with the last EXEC verdict."""
+        wanted = {M0, SCC} | {self._src(self.items[i].operand("addr")) for i in self._watch
+                              if not self.items[i].is_lds_dma}
+        computing = {c for c in set(codes.values()) if c[0] is not None}
+        grew = True
+        while grew:
+            grew = False
+            for kind, dkey, srcs, _, _ in computing:
+                if dkey in wanted and not wanted.issuperset(srcs):
+                    wanted.update(srcs)
+                    grew = True
+        dropped = {c: (None,) + c[1:] for c in computing if c[1] not in wanted}
+        held = wanted | init_keys            # the only registers an env can hold
+        out = {}
+        for b in self.cfg.blocks:
+            seq, kills, exec_full = [], set(), None
+            for i in b.insts:
+                code = dropped.get(codes[i], codes[i])
+                if code[0] is None and i not in self._watch:
+                    kills.update(r for r in code[3] if r in held)
+                    exec_full = code[4] if code[4] is not None else exec_full
+                    continue
+                if kills or exec_full is not None:
+                    seq.append((None, (None, None, (), tuple(kills), exec_full)))
+                    kills, exec_full = set(), None
+                seq.append((i, code))
+            if kills or exec_full is not None:
+                seq.append((None, (None, None, (), tuple(kills), exec_full)))
+            out[b.id] = seq
+        return out
 
     def _edges(self, bid: int, env: dict):
         """(successor, env on that edge). A conditional branch on an SCC known per wave splits the
