@@ -171,7 +171,7 @@ class _Fp8Builder(F._Builder):
         self.k.s_nop(6)              # 16-pass MFMA D -> the first step's mask (VALU) needs 20 wait states
 
     # ---- clusters -----------------------------------------------------------------------------
-    PV_BARRIER = 2      # split loop: the barrier follows this P·V MFMA (every V read has landed by then)
+    PV_BARRIER = 3      # split loop: the barrier follows the last P·V MFMA (CU model: 1648 vs 1579 TFLOPS after MFMA 2)
     K_AHEAD = 8         # ... after it all 4 K fragments of the next Q·Kᵀ (8 ds_read_b128) into KV slots 0-3
     SPLIT_BUDGET = (60, 60)     # VALU-port cycles of softmax per 64-cycle (16-pass) MFMA, 4 of them its issue
 
