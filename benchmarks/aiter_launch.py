@@ -41,8 +41,11 @@ def fmha_host(set_dir: Path = SHARED / "gfx950" / "fmha_v3_fwd") -> Path:
         subprocess.run(["python3", "-W", "ignore", "hsa/codegen.py", "-m", "fmha_v3_fwd", "-o", str(w / "out")],
                        cwd=w, env=env, check=True, capture_output=True)
         exe.parent.mkdir(parents=True, exist_ok=True)
+        # built under a private name, then renamed: a concurrent caller never runs a half-written file
+        tmp_exe = exe.with_name(f"host.{os.getpid()}")
         subprocess.run([_cxx(), "-std=c++17", "-w", f"-I{w / 'out'}", f"-I{client}", str(client / "host.cpp"),
-                        "-o", str(exe)], check=True, capture_output=True)
+                        "-o", str(tmp_exe)], check=True, capture_output=True)
+        os.replace(tmp_exe, exe)
     return exe
 
 
