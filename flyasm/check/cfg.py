@@ -52,6 +52,13 @@ class CFG:
     back_edges: set[tuple[int, int]]
 
     @cached_property
+    def keys(self) -> dict[int, tuple]:
+        """Instruction item index -> (text, raw encoding): what it says. The passes work out what
+        depends only on that once per distinct key (an unrolled kernel repeats most of its
+        instructions); the keys live with this program's CFG, never beyond it."""
+        return {i: (it.text(), it.raw) for i, it in enumerate(self.items) if not is_label(it)}
+
+    @cached_property
     def rpo(self) -> dict[int, int]:
         """Block id -> rank in reverse postorder from the entry (unreachable blocks last). A
         fixed point that visits blocks in this order sees every forward edge's source before

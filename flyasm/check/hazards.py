@@ -11,6 +11,7 @@ Unlike LLVM (notes §4.3) the search is not cut at 19 wait states: a 16-pass XDL
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..isa.instruction import Instruction
 from ..isa.operands import Imm
@@ -65,18 +66,19 @@ class HazardAnalysis:
         self.cfg = cfg or build_cfg(items)
         self.rules = [r for r in RULES if strict or not r.strict_only]
         self.extra: dict[int, int] = {}      # item index -> wait states of s_nops to insert before it
-        self._ws = {i: wait_states(it, strict) for i, it in enumerate(items) if not is_label(it)}
+        # per item, the wait states it adds to a search walking back past it: its own and those of
+        # the s_nops planned before it (lists: the walks read them for every instruction they pass)
+        self._ws = [0 if is_label(it) else wait_states(it, strict) for it in items]
         # Per instruction, worked out once: a bit mask of the rules it can be the producer of and,
         # per such rule, the registers its relation compares (None: any). A rule whose relation
         # names no register of the producer can never match it, so it is left out of the mask:
         # the backward searches then step over most instructions on one integer test.
         self._bit = {r.id: 1 << n for n, r in enumerate(self.rules)}
-        # What an instruction is as producer and as consumer depends only on what it says, and an
-        # unrolled kernel repeats most of its instructions: both are worked out once per distinct
-        # text (for this program only).
-        self._key = {j: (it.text(), it.raw) for j, it in enumerate(items) if not is_label(it)}
-        self._prod_mask: dict[int, int] = {}
-        self._prod_regs: dict[int, dict] = {}
+        # What an instruction is as producer and as consumer depends only on what it says: both
+        # are worked out once per distinct text (CFG.keys).
+        self._key = self.cfg.keys
+        self._prod_mask = [0] * len(items)
+        self._prod_regs: list[dict | None] = [None] * len(items)
         producers: dict[tuple, tuple] = {}
         for j, k in self._key.items():
             facts = producers.get(k)
@@ -85,6 +87,11 @@ class HazardAnalysis:
             self._prod_mask[j], self._prod_regs[j] = facts
         self._pos = {i: n for b in self.cfg.blocks for n, i in enumerate(b.insts)}
         self._plans: dict[tuple, tuple] = {}
+        by_consumer: dict = {}         # consumer predicate -> selector -> [(table index, rule)]
+        for n, r in enumerate(self.rules):
+            by_consumer.setdefault(r.consumer, {}).setdefault(r.operands, []).append((n, r))
+        self._by_consumer = list(by_consumer.items())
+        self._limit_mask: dict[tuple, tuple] = {}
 
     def _producer(self, it: Instruction) -> tuple[int, dict]:
         """(mask of the rules `it` can be the producer of, {rule id: registers its relation
@@ -127,22 +134,29 @@ class HazardAnalysis:
         plan = self._plans.get(ck)
         if plan is not None:
             return plan
-        searches: dict[tuple, list[Rule]] = {}
+        found: dict[tuple, list] = {}   # search key -> [(rule index, position of (tag, regs)), rule]
         selected: dict[str, list] = {}
-        is_consumer: dict = {}          # many rules share one consumer predicate: ask it once
         c = self.items[ci]
-        for rule in self.rules:
-            pred = rule.consumer
-            ok = is_consumer.get(pred)
-            if ok is None:
-                ok = is_consumer[pred] = pred(c)
-            if ok:
-                if rule.operands not in selected:
-                    selected[rule.operands] = SELECTORS[rule.operands](c)
-                for tag, regs in selected[rule.operands]:
-                    searches.setdefault((rule.group, tag, regs), []).append(rule)
-        limit = {k: _rule_max(v) for k, v in searches.items()}
-        wanted = {k: self._mask(v) for k, v in searches.items()}
+        for pred, by_selector in self._by_consumer:     # each consumer predicate asked once
+            if not pred(c):
+                continue
+            for selector, rules in by_selector.items():
+                if selector not in selected:
+                    selected[selector] = SELECTORS[selector](c)
+                for pos, (tag, regs) in enumerate(selected[selector]):
+                    for n, rule in rules:
+                        found.setdefault((rule.group, tag, regs), []).append(((n, pos), rule))
+        # the searches as the table reads: keys in the order its rules first name them, each
+        # search's rules in table order
+        searches = {k: [r for _, r in sorted(v, key=lambda x: x[0])]
+                    for k, v in sorted(found.items(), key=lambda kv: min(x[0] for x in kv[1]))}
+        limit, wanted = {}, {}
+        for k, rules in searches.items():
+            ids = tuple(r.id for r in rules)
+            lm = self._limit_mask.get(ids)
+            if lm is None:
+                lm = self._limit_mask[ids] = (_rule_max(rules), self._mask(rules))
+            limit[k], wanted[k] = lm
         plan = self._plans[ck] = (searches, limit, wanted, frozenset(searches))
         return plan
 
@@ -154,10 +168,10 @@ class HazardAnalysis:
             clause = self.clause_hit(ci)
             return [clause] if clause else []
         best: dict[tuple, Hit] = {}
-        cfg, items, ws_of, extra = self.cfg, self.items, self._ws, self.extra
+        cfg, items, ws_of = self.cfg, self.items, self._ws
         prod_mask, prod_regs = self._prod_mask, self._prod_regs
         seen: dict[tuple, int] = {}
-        stack = [(cfg.block_of[ci], self._pos[ci], extra.get(ci, 0), keys)]
+        stack = [(cfg.block_of[ci], self._pos[ci], self.extra.get(ci, 0), keys)]
         while stack:
             bid, pos, ws, pending = stack.pop()
             insts = cfg.blocks[bid].insts
@@ -182,7 +196,7 @@ class HazardAnalysis:
                                     best[key] = h
                                 done.add(key)
                                 break
-                ws += ws_of[j] + extra.get(j, 0)
+                ws += ws_of[j]
                 if not done and ws < horizon:
                     continue
                 pending = frozenset(k for k in pending if k not in done and ws < limit[k])
@@ -238,6 +252,7 @@ class HazardAnalysis:
         for ci in self.instruction_indices():
             n = self.needed(ci)
             if n > 0:
+                self._ws[ci] += n - self.extra.get(ci, 0)
                 self.extra[ci] = n
         return dict(self.extra)
 
@@ -251,9 +266,14 @@ def nops_for(n: int) -> list[Instruction]:
     return out
 
 
+@lru_cache(maxsize=None)
+def _nops_text(n: int) -> str:
+    return " + ".join(i.text() for i in nops_for(n))
+
+
 def _finding(items, h: Hit, ci: int, strict: bool) -> Finding:
     c, p = Site(ci, items[ci]), Site(h.producer, items[h.producer])
-    nops = " + ".join(i.text() for i in nops_for(h.need))
+    nops = _nops_text(h.need)
     unit = "VALU/s_nop wait states" if strict else "wait states"
     msg = (f"{c.describe()} is {h.distance} {unit} after {p.describe()} but {h.rule.title} needs "
            f"{h.waits} ({citation(h.rule.id, h.rule.row)}); add {nops} right before it")

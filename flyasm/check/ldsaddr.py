@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -39,6 +40,7 @@ M32 = 0xFFFFFFFF
 M0 = ("spec", "m0")
 EXEC = ("spec", "exec")
 SCC = ("spec", "scc")
+ROW = 1 << 36        # Footprint.flat: the shift between two waves' intervals, above any byte address
 LIVE = "live"        # env key: per thread, whether its wave can be on this path (absent: every wave)
 
 
@@ -124,9 +126,23 @@ class Footprint:
     alts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 
     def __post_init__(self):
-        # per alternative and wave: the first and one past the last byte (a quick disjointness test)
-        self.box = [(s[:, 0], m[:, -1]) for s, _, m in self.alts]
+        # per alternative, the first and one past the last byte any wave touches (None: none), a
+        # test in plain ints that tells most pairs apart (the two buffers of a pipeline)
+        self.box = []
+        for s, e, _ in self.alts:
+            live = s >= 0
+            self.box.append((int(s[live].min()), int(e[live].max())) if live.any() else None)
         self._union = None
+
+    @cached_property
+    def flat(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per alternative, the rows laid end to end, row w shifted by w * ROW: one sorted array
+        that a single searchsorted answers for every wave at once (see _meet)."""
+        out = []
+        for s, e, m in self.alts:
+            shift = np.arange(s.shape[0], dtype=np.int64)[:, None] * ROW
+            out.append(((s + shift).ravel(), (e + shift).ravel(), (m + shift).ravel()))
+        return out
 
     def without(self, ranges) -> "Footprint":
         """The same accesses less the intervals that lie inside one of ranges ([lo, hi) bytes);
@@ -151,17 +167,15 @@ def _sorted(starts, ends):
     return s, e, np.maximum.accumulate(e, axis=1)
 
 
-def _meet(a, b, box_a, box_b) -> bool:
-    """Does any interval of a meet any interval of b, in the same row (wave)?"""
+def _meet(a, b) -> bool:
+    """Does any interval of a meet any interval of b in the same row (wave)? a, b: Footprint.flat
+    entries. For each interval of b, the intervals of a starting before its end (up to index k)
+    must reach past its start. Rows are ROW apart and every byte lies in [-1, 2^33), so an
+    index k that falls in an earlier row gives an end below the start: no false meeting."""
     (s1, _, m1), (s2, e2, _) = a, b
-    near = (box_a[0] < box_b[1]) & (box_b[0] < box_a[1])
-    for w in np.flatnonzero(near):
-        # the intervals of a starting before b's end: the furthest they reach must pass b's start
-        k = np.searchsorted(s1[w], e2[w], side="left") - 1
-        ok = k >= 0
-        if np.any(m1[w][k[ok]] > s2[w][ok]):
-            return True
-    return False
+    k = np.searchsorted(s1, e2, side="left") - 1
+    ok = k >= 0
+    return bool(np.any(m1[k[ok]] > s2[ok]))
 
 
 class LdsAddressAnalysis:
@@ -284,7 +298,7 @@ class LdsAddressAnalysis:
         codes, by_text = {}, {}          # unrolled code repeats its instructions: compile each text once
         for b in cfg.blocks:
             for i in b.insts:
-                k = (items[i].text(), items[i].raw)
+                k = cfg.keys[i]
                 code = by_text.get(k)
                 if code is None:
                     code = by_text[k] = self._compile(items[i])
@@ -423,12 +437,15 @@ class LdsAddressAnalysis:
             return "unknown"
         if past_scratch and self.scratch:
             fa, fb = fa.without(self.scratch), fb.without(self.scratch)
+        near = [(x, y) for x, ba in enumerate(fa.box) for y, bb in enumerate(fb.box)
+                if ba is not None and bb is not None and ba[0] < bb[1] and bb[0] < ba[1]]
+        if not near:
+            return "disjoint"
         if not same_wave:
             fa, fb = fa.union_waves(), fb.union_waves()
-        hits = [_meet(pa, pb, ba, bb) for pa, ba in zip(fa.alts, fa.box) for pb, bb in zip(fb.alts, fb.box)]
-        if not any(hits):
+        if not any(_meet(fa.flat[x], fb.flat[y]) for x, y in near):
             return "disjoint"
-        return "overlap" if len(hits) == 1 else "unknown"
+        return "overlap" if len(fa.alts) * len(fb.alts) == 1 else "unknown"
 
     def touches_scratch(self, i: int) -> tuple[int, int] | None:
         """The first declared scratch range that item i's proven bytes meet (None: none, or unknown)."""

@@ -148,7 +148,10 @@ class Facts:
     barrier: bool
 
 
-def facts(ins: Instruction, idx: int) -> Facts:
+def facts(ins: Instruction, idx: int, like: Facts | None = None) -> Facts:
+    """like: the facts of an instruction with the same text, whose registers and wait are reused."""
+    if like is not None:
+        return Facts(like.wait, mem_op(ins, idx), like.reads, like.writes, like.barrier)
     w = None
     if ins.name == "s_waitcnt":
         w = ins.operands[0] if ins.operands and isinstance(ins.operands[0], Waitcnt) else Waitcnt()
@@ -163,7 +166,13 @@ class WaitcntAnalysis:
     def __init__(self, items: list, cfg: CFG | None = None):
         self.items = items
         self.cfg = cfg or build_cfg(items)
-        self.facts = {i: facts(items[i], i) for b in self.cfg.blocks for i in b.insts}
+        self.facts = {}
+        by_text = {}               # unrolled code repeats its instructions: their registers once
+        for b in self.cfg.blocks:
+            for i in b.insts:
+                k = self.cfg.keys[i]
+                self.facts[i] = f = facts(items[i], i, by_text.get(k))
+                by_text.setdefault(k, f)
 
     def step(self, state: dict, idx: int, ins: Instruction, report=None) -> dict:
         f = self.facts[idx]
