@@ -87,10 +87,6 @@ class HazardAnalysis:
             self._prod_mask[j], self._prod_regs[j] = facts
         self._pos = {i: n for b in self.cfg.blocks for n, i in enumerate(b.insts)}
         self._plans: dict[tuple, tuple] = {}
-        by_consumer: dict = {}         # consumer predicate -> selector -> [(table index, rule)]
-        for n, r in enumerate(self.rules):
-            by_consumer.setdefault(r.consumer, {}).setdefault(r.operands, []).append((n, r))
-        self._by_consumer = list(by_consumer.items())
         self._limit_mask: dict[tuple, tuple] = {}
 
     def _producer(self, it: Instruction) -> tuple[int, dict]:
@@ -134,22 +130,21 @@ class HazardAnalysis:
         plan = self._plans.get(ck)
         if plan is not None:
             return plan
-        found: dict[tuple, list] = {}   # search key -> [(rule index, position of (tag, regs)), rule]
+        searches: dict[tuple, list[Rule]] = {}
         selected: dict[str, list] = {}
+        is_consumer: dict = {}          # many rules share one consumer predicate: ask it once
         c = self.items[ci]
-        for pred, by_selector in self._by_consumer:     # each consumer predicate asked once
-            if not pred(c):
-                continue
-            for selector, rules in by_selector.items():
-                if selector not in selected:
-                    selected[selector] = SELECTORS[selector](c)
-                for pos, (tag, regs) in enumerate(selected[selector]):
-                    for n, rule in rules:
-                        found.setdefault((rule.group, tag, regs), []).append(((n, pos), rule))
-        # the searches as the table reads: keys in the order its rules first name them, each
-        # search's rules in table order
-        searches = {k: [r for _, r in sorted(v, key=lambda x: x[0])]
-                    for k, v in sorted(found.items(), key=lambda kv: min(x[0] for x in kv[1]))}
+        for rule in self.rules:
+            pred = rule.consumer
+            ok = is_consumer.get(pred)
+            if ok is None:
+                ok = is_consumer[pred] = pred(c)
+            if ok:
+                sel = selected.get(rule.operands)
+                if sel is None:
+                    sel = selected[rule.operands] = SELECTORS[rule.operands](c)
+                for tag, regs in sel:
+                    searches.setdefault((rule.group, tag, regs), []).append(rule)
         limit, wanted = {}, {}
         for k, rules in searches.items():
             ids = tuple(r.id for r in rules)
