@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import heapq
 import re
-from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -119,25 +118,30 @@ def dma_step(i: Instruction) -> tuple[int, int]:
     return (16 if n > 4 else 4), n
 
 
-@dataclass
 class Footprint:
-    """Per alternative: (starts, ends, running max of ends), shape (waves, intervals), each row
-    sorted by start: the byte intervals [start, end) each wave touches."""
-    alts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    """The byte intervals [start, end) each wave touches, per alternative: `raw` (starts, ends),
+    shape (waves, intervals), an empty interval being [-1, -1). Most pairs are told apart by
+    their boxes; the sorted form is made only for a pair whose boxes meet."""
 
-    def __post_init__(self):
+    def __init__(self, raw: list[tuple[np.ndarray, np.ndarray]]):
+        self.raw = raw
         # per alternative, the first and one past the last byte any wave touches (None: none), a
         # test in plain ints that tells most pairs apart (the two buffers of a pipeline)
         self.box = []
-        for s, e, _ in self.alts:
+        for s, e in raw:
             live = s >= 0
             self.box.append((int(s[live].min()), int(e[live].max())) if live.any() else None)
         self._union = None
 
     @cached_property
+    def alts(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per alternative: (starts, ends, running max of ends), each row sorted by start."""
+        return [_sorted(s, e) for s, e in self.raw]
+
+    @cached_property
     def flat(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per alternative, the rows laid end to end, row w shifted by w * ROW: one sorted array
-        that a single searchsorted answers for every wave at once (see _meet)."""
+        """Per alternative, the sorted rows laid end to end, row w shifted by w * ROW: one sorted
+        array that a single searchsorted answers for every wave at once (see _meet)."""
         out = []
         for s, e, m in self.alts:
             shift = np.arange(s.shape[0], dtype=np.int64)[:, None] * ROW
@@ -147,17 +151,17 @@ class Footprint:
     def without(self, ranges) -> "Footprint":
         """The same accesses less the intervals that lie inside one of ranges ([lo, hi) bytes);
         a removed interval becomes the empty [-1, -1), which meets nothing."""
-        alts = []
-        for s, e, _ in self.alts:
+        raw = []
+        for s, e in self.raw:
             drop = np.zeros(s.shape, bool)
             for lo, hi in ranges:
                 drop |= (s >= lo) & (e <= hi)
-            alts.append(_sorted(np.where(drop, -1, s), np.where(drop, -1, e)))
-        return Footprint(alts)
+            raw.append((np.where(drop, -1, s), np.where(drop, -1, e)))
+        return Footprint(raw)
 
     def union_waves(self) -> "Footprint":
         if self._union is None:
-            self._union = Footprint([_sorted(s.reshape(1, -1), e.reshape(1, -1)) for s, e, _ in self.alts])
+            self._union = Footprint([(s.reshape(1, -1), e.reshape(1, -1)) for s, e in self.raw])
         return self._union
 
 
@@ -419,7 +423,7 @@ class LdsAddressAnalysis:
                     ee = np.concatenate([_u(st + o) + n for o, n in parts], axis=1)
                     if dead is not None:
                         ss, ee = np.where(dead, -1, ss), np.where(dead, -1, ee)
-                    alts.append(_sorted(ss, ee))
+                    alts.append((ss, ee))
                 self.foot[i] = Footprint(alts)
         return self.foot[i]
 
@@ -445,7 +449,7 @@ class LdsAddressAnalysis:
             fa, fb = fa.union_waves(), fb.union_waves()
         if not any(_meet(fa.flat[x], fb.flat[y]) for x, y in near):
             return "disjoint"
-        return "overlap" if len(fa.alts) * len(fb.alts) == 1 else "unknown"
+        return "overlap" if len(fa.raw) * len(fb.raw) == 1 else "unknown"
 
     def touches_scratch(self, i: int) -> tuple[int, int] | None:
         """The first declared scratch range that item i's proven bytes meet (None: none, or unknown)."""
@@ -453,7 +457,7 @@ class LdsAddressAnalysis:
         if f is None:
             return None
         for lo, hi in self.scratch:
-            if any(np.any((s < hi) & (e > lo)) for s, e, _ in f.alts):
+            if any(np.any((s < hi) & (e > lo)) for s, e in f.raw):
                 return lo, hi
         return None
 
@@ -462,7 +466,7 @@ class LdsAddressAnalysis:
         f = self.footprint(i)
         if f is None:
             return "unknown range"
-        real = [(s[s >= 0], e[s >= 0]) for s, e, _ in f.alts if (s >= 0).any()]   # -1: no access
+        real = [(s[s >= 0], e[s >= 0]) for s, e in f.raw if (s >= 0).any()]   # -1: no access
         if not real:
             return "no bytes"
         lo = min(int(s.min()) for s, _ in real)
