@@ -22,8 +22,9 @@ Waves 4-7 run one phase behind waves 0-3 (wave w and w+4 share a SIMD), so in ev
 of each SIMD runs its 16 MFMAs with half a softmax in their shadows (~28 VALU-port cycles per
 32-cycle MFMA) while the other reads LDS: the ping-pong of aiter's kernel, with fewer VALU cycles
 per MFMA (packed f32 ops, lazy rescale, corr's exp2 only when the max moved). build(pingpong=False)
-keeps the split softmax with all waves in phase (one barrier per step); build(split=False) is the
-loop of earlier versions (below), which head dim 192 and stagger use.
+keeps the split softmax with all waves in phase (one barrier per step), the loop of head dim 192
+(4 waves: one per SIMD, no ping-pong; K four tiles deep in LDS); build(split=False) is the loop of
+earlier versions (below), which stagger uses.
 
 Loop of split=False, one 64-key step j (per wave; S_cur holds Sᵀ_j, computed one step earlier):
 
@@ -105,8 +106,9 @@ PLAN_ALIASES = {"S_ping": ("S", v[32:63]), "S_pong": ("S", v[64:95])}
 # Head dim 192 (Q/K; V and O stay 128): 4 waves of 32 rows (aiter launches 256 threads), so a wave
 # may use the whole unified file: Q's 48 registers move to AGPRs (MFMA srcB and buffer loads may name
 # AGPRs on gfx90a+/gfx950), and v[160:172] holds the 7 K + 5 V per-lane DMA offsets and the DMA
-# scratch. dma_m0 s[64:66]: 1 KiB * wave, and M0 of the K chunk past which some waves dump (x2 buffers).
-PLAN_REGIONS_HD192 = dict(PLAN_REGIONS, Q=a[0:47], dma_voff=v[160:172])
+# scratch. dma_m0 s[64:68]: 1 KiB * wave, and M0 of the K chunk past which some waves dump (x4 buffers);
+# lds_addr2 v[173:176]: LDS read bases of the K (then V) buffers past two (fa_layouts.HD192's stages).
+PLAN_REGIONS_HD192 = dict(PLAN_REGIONS, Q=a[0:47], dma_voff=v[160:172], lds_addr2=v[173:176])
 
 S = v[32:95]
 O = v[96:159]
@@ -234,6 +236,9 @@ class _Builder:
         # per 64-key step, for the regions' expected counts (kernels/fa_fwd_fp8.py has others)
         self.q_loads, self.qk_reads, self.pv_mfmas, self.pv_reads = g.k_steps, 2 * g.k_steps, 16, 32
         self.O, self.n_db = O, g.d_v // 32                                 # Oᵀ accumulators: 16 per 32 d
+        # V's DMAs first when V has fewer stages (V_{j+1} must land by step j's barrier; K_{j+k_stages} need not)
+        self.dma_order = ("v", "k") if g.v_stages < g.k_stages else ("k", "v")
+        self.in_flight = self._barrier_in_flight()
         self.softmax_valu = (144, 169)                                      # VALU of one softmax (expects)
         self.mask_loop = False        # split loop: a copy without mask code runs until the first masked step
         self.qk_drain = 0             # s_nop wait states between the first Q·Kᵀ and the split loop's mask (fp8: 16 passes)
@@ -244,6 +249,9 @@ class _Builder:
         self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024 if aiter_args else g.lds_bytes,
                         arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
         self.k.lds_scratch(g.lds_dump, g.lds_bytes)    # the DMA dump slots (fa_layouts.dma_m0)
+        extra = iter(v[173 + i] for i in range(4))
+        self.K_ADDR = K_ADDR + tuple(next(extra) for _ in range(2, g.k_stages))
+        self.V_ADDR = V_ADDR + tuple(next(extra) for _ in range(2, g.v_stages))
         if head_dim == 128:
             self.Q, self.K_DMA, self.V_DMA, self.DMA_TMP = Q, K_DMA, V_DMA, DMA_TMP
             self.m0_sgpr = {(t, b, i): DMA_M0[(2 * (t == "v") + b) * 3 + i]
@@ -257,7 +265,8 @@ class _Builder:
             # M0 in an SGPR only for chunks some wave dumps; the others are WAVE_1K + a constant
             sg = (DMA_M0[i] for i in range(1, 12))
             self.m0_sgpr = {(t, b, i): next(sg) for t, n, nd in (("k", g.k_chunks, g.k_dma), ("v", g.v_chunks, g.v_dma))
-                            for i in range(nd) if g.waves * (i + 1) > n for b in range(2)}
+                            for i in range(nd) if g.waves * (i + 1) > n
+                            for b in range(g.k_stages if t == "k" else g.v_stages)}
         self.args = {n: self.k.arg(n, t) for n, t in (AITER_ARGS if aiter_args else NATURAL_ARGS)}
         self.mfma = self.k.instr
         self.mfma_name = f"v_mfma_f32_32x32x16_{dtype}"
@@ -421,12 +430,12 @@ class _Builder:
                     k.s_add_u32(ST0, WAVE, g.waves * i)
                     if (tensor, 0, i) in self.m0_sgpr:
                         k.s_lshl_b32(ST1, ST0, 10)
-                        for buf in range(2):
+                        for buf in range(len(bases)):
                             k.s_add_u32(self.m0_sgpr[tensor, buf, i], ST1, bases[buf])
                         k.s_cmp_ge_u32(ST0, nch)
                         k.s_cbranch_scc0(k.L(f".Lm0_{tensor}{i}"))
                         k.s_lshl_b32(ST1, WAVE, 10)
-                        for buf in range(2):
+                        for buf in range(len(bases)):
                             k.s_add_u32(self.m0_sgpr[tensor, buf, i], ST1, g.lds_dump)
                         k.label(f".Lm0_{tensor}{i}")
                         k.s_min_u32(ST0, ST0, nch - 1)                 # global rows: clamped chunk
@@ -471,6 +480,10 @@ class _Builder:
         k.v_lshlrev_b32(TMP[4], 3, TMP[4])
         k.v_add3_u32(V_ADDR[0], V_ADDR[0], TMP[2], TMP[4])
         k.v_add_u32(V_ADDR[1], g.lds_v[1], V_ADDR[0])
+        for b in range(2, g.k_stages):
+            k.v_add_u32(self.K_ADDR[b], g.lds_k[b], K_ADDR[0])
+        for b in range(2, g.v_stages):
+            k.v_add_u32(self.V_ADDR[b], g.lds_v[b], V_ADDR[0])
         k.v_add_u32(V_ADDR[0], g.lds_v[0], V_ADDR[0])
 
     def select_tile(self):
@@ -540,7 +553,8 @@ class _Builder:
             for i in range(n_o):
                 k.v_mov_b32(O[i], 0)
         g = self.g
-        with k.region("load", expect={"vmem_load": self.q_loads, "lds_dma": 2 * g.k_dma + g.v_dma}):
+        with k.region("load", expect={"vmem_load": self.q_loads,
+                                      "lds_dma": g.k_stages * g.k_dma + (g.v_stages - 1) * g.v_dma}):
             self.load_q()
             # K_0 -> K buf0, K_min(1, n-1) -> K buf1, V_0 -> V buf0
             k.s_mov_b32(K_TILE_OFF, 0)
@@ -554,6 +568,15 @@ class _Builder:
             k.s_mov_b32(K_TILE_OFF, 0)
             for i in range(g.v_dma):
                 self.dma("v", 0, i, K_TILE_OFF)
+            for b in range(2, max(g.k_stages, g.v_stages)):     # deeper stages: K_min(b, n-1) -> K buf b, V_b-1 -> V buf b-1
+                for tensor, tile, n, ss in (("k", b, g.k_dma, K_SS64), ("v", b - 1, g.v_dma, V_SS64)):
+                    if tile + (tensor == "v") >= (g.k_stages if tensor == "k" else g.v_stages):
+                        continue
+                    k.s_min_u32(ST0, N_TILES, tile + 1)
+                    k.s_sub_u32(ST0, ST0, 1)
+                    k.s_mul_i32(K_TILE_OFF, ST0, ss)
+                    for i in range(n):
+                        self.dma(tensor, tile, i, K_TILE_OFF)
         if self.q_prescale:
             self.scale_q()
         self._first_qk()
@@ -584,7 +607,7 @@ class _Builder:
     def _first_qk(self):
         k = self.k
         g = self.g
-        k.s_waitcnt(vmcnt=g.k_dma + g.v_dma)                            # K_0 landed (this wave's part)
+        k.s_waitcnt(vmcnt=(g.k_stages - 1) * g.k_dma + (g.v_stages - 1) * g.v_dma)    # K_0 landed (this wave's part)
         k.s_barrier()                                                   # ... and every wave's
         with k.region("qk_first", expect={"mfma": 2 * g.k_steps, "ds_read": self.qk_reads}):
             self.qk_cluster(S[0:31], 0, softmax=None, dma=None)
@@ -597,7 +620,7 @@ class _Builder:
                 k.s_nop(7)                                              # last Q·Kᵀ MFMA -> VALU reads of S
                 for _ in self.softmax_a(S[0:31]):
                     pass
-            k.s_waitcnt(vmcnt=0, lgkmcnt=0)                             # K_1, V_0 landed (the loop's first barrier)
+            k.s_waitcnt(vmcnt=(g.k_stages - 2) * g.k_dma + (g.v_stages - 2) * g.v_dma, lgkmcnt=0)   # K_1, V_0 landed
             k.s_barrier()
             if not self.pingpong:
                 self.read_k_ahead(1)
@@ -660,7 +683,7 @@ class _Builder:
     def read_k(self, frag, slot, kbuf):
         """K fragment (kb, kk) -> KV slot (one ds_read_b128)."""
         kb, kk = frag
-        self.k.ds_read_b128(KV[4 * slot:4 * slot + 3], K_ADDR[kbuf],
+        self.k.ds_read_b128(KV[4 * slot:4 * slot + 3], self.K_ADDR[kbuf],
                             offset=L.k_read_imm(kb, kk, self.g.k_stride)).lds_buffer = f"k{kbuf}"
 
     PV_FRAGS = [(db, kk) for kk in range(4) for db in range(4)]   # alternate accumulators
@@ -669,7 +692,7 @@ class _Builder:
         """V fragment f (two ds_read_b64_tr_b16) into KV[4f:4f+3]."""
         db, kk = self.PV_FRAGS[f]
         for t in range(2):
-            self.k.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], V_ADDR[vbuf],
+            self.k.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], self.V_ADDR[vbuf],
                                       offset=L.v_read_imm(db, kk, t)).lds_buffer = f"v{vbuf}"
 
     def pv_cluster(self, p_regs, vbuf, prefetched=False, softmax=None, budget=0, hook=None):
@@ -823,9 +846,11 @@ class _Builder:
             nxt, last = nxt + 2, None
         yield from self.pack_p(X)                # T0:T1 is added to l after the rescale branch
 
-    def dma_gen(self, kbuf, vbuf):
-        """K_{j+2} -> K buffer kbuf and V_{j+1} -> V buffer vbuf (tile offsets in SGPRs)."""
-        for tensor, buf, off in (("k", kbuf, K_TILE_OFF), ("v", vbuf, V_TILE_OFF)):
+    def dma_gen(self, kbuf, vbuf, order=("k", "v")):
+        """K_{j+2} -> K buffer kbuf and V_{j+1} -> V buffer vbuf (tile offsets in SGPRs), in `order`."""
+        bufs = {"k": (kbuf, K_TILE_OFF), "v": (vbuf, V_TILE_OFF)}
+        for tensor in order:
+            buf, off = bufs[tensor]
             for i in range(self.g.k_dma if tensor == "k" else self.g.v_dma):
                 k = self.k
                 self.set_m0(tensor, buf, i); yield
@@ -997,53 +1022,68 @@ class _Builder:
         if self.setprio:
             k.s_setprio(0)
 
-    def tile_offsets(self, k_ahead=2):
-        """K_TILE_OFF / V_TILE_OFF: byte offsets of K_{j+k_ahead} and V_{j+1}, clamped to the last
+    def tile_offsets(self, k_ahead=2, v_ahead=1):
+        """K_TILE_OFF / V_TILE_OFF: byte offsets of K_{j+k_ahead} and V_{j+v_ahead}, clamped to the last
         tile so every wave's vmcnt stays uniform."""
         k = self.k
         k.s_add_u32(ST0, STEP, k_ahead)
         k.s_sub_u32(ST1, N_TILES, 1)
         k.s_min_u32(ST0, ST0, ST1)
         k.s_mul_i32(K_TILE_OFF, ST0, K_SS64)
-        k.s_add_u32(ST0, STEP, 1)
+        k.s_add_u32(ST0, STEP, v_ahead)
         k.s_min_u32(ST0, ST0, ST1)
         k.s_mul_i32(V_TILE_OFF, ST0, V_SS64)
 
-    def body_split(self, p, copy=None):
-        """One 64-key step of the split loop: S half p holds S_j with softmax_a done (O not yet
-        rescaled by its corr); K_{j+1} in K buffer 1-p, V_j in V buffer p.
+    def body_split(self, r, copy=None):
+        """One 64-key step j of the split loop, r = j mod the loop's period: S half p = r % 2 holds S_j
+        with softmax_a done (O not yet rescaled by its corr); with nk K and nv V buffers in LDS
+        (fa_layouts.Geometry.k_stages, v_stages: two each for head dim 128), K_{j+1} is in K buffer
+        (r+1) % nk and V_j in V buffer r % nv.
             Q·Kᵀ_{j+1} ║ softmax_b(S_j) -> P_j;  O *= corr_j (lazy);  mask S_{j+1};  P·V_j ║ softmax_a(S_{j+1})
+        The Q·Kᵀ cluster DMAs K_{j+nk} into K_j's buffer r % nk and V_{j+nv-1} into V_{j-1}'s buffer
+        (r+nv-1) % nv: both last read before the previous step's barrier.
         The last step's S_n (K clamped to the last tile) lies past every row's last key, so the mask
         sets it to -inf and its softmax_a leaves m, l and corr unchanged (corr = 1, no rescale).
         copy (mask_loop, see loop()): "hot" has no mask code and jumps to the "masked" copy's
         .Lmasked_p when S_{j+1} needs one; "masked" masks unconditionally from there on."""
-        k = self.k
+        k, nks, nvs = self.k, self.g.k_stages, self.g.v_stages
+        p = r % 2
         cur, nxt = S[32 * p:32 * p + 31], S[32 * (1 - p):32 * (1 - p) + 31]
         nk, nv = self.g.k_dma, self.g.v_dma
         nqk, ahead = 2 * self.g.k_steps, self.K_AHEAD
-        with k.region(f"step{p}" + ("m" if copy == "masked" else "")):
-            self.tile_offsets()
+        with k.region(f"step{r}" + ("m" if copy == "masked" else "")):
+            self.tile_offsets(nks, nvs - 1)
             with k.region("qk_softmax", expect={"mfma": nqk, "ds_read": self.qk_reads - ahead, "lds_dma": nk + nv,
                                                  "exp": 32 - self.EXP_A}):
-                self.qk_cluster(nxt, 1 - p, softmax=self.softmax_b(cur), dma=self.dma_gen(p, 1 - p),
+                self.qk_cluster(nxt, (r + 1) % nks, softmax=self.softmax_b(cur),
+                                dma=self.dma_gen(r % nks, (r + nvs - 1) % nvs, self.dma_order),
                                 budget=self.SPLIT_BUDGET[0], preread=True)
-            self.rescale_o_split(p, "m" if copy == "masked" else "")
+            self.rescale_o_split(r, "m" if copy == "masked" else "")
             k.s_add_u32(ST0, STEP, 1)
             k.s_lshl_b32(KBASE, ST0, 6)
             if copy is None:
-                self.mask(nxt, p)
+                self.mask(nxt, r)
             elif copy == "hot":                                       # masks are monotone in the key tile
                 k.s_add_u32(ST0, KBASE, 64)
                 k.s_cmp_le_i32(ST0, MASK_LIMIT)
-                k.s_cbranch_scc0(k.L(f".Lmasked_{p}"))
+                k.s_cbranch_scc0(k.L(f".Lmasked_{r}"))
             else:
-                k.label(f".Lmasked_{p}")
+                k.label(f".Lmasked_{r}")
                 self.mask_tile(nxt)
             with k.region("pv", expect={"mfma": self.pv_mfmas, "ds_read": self.pv_reads + ahead, "exp": self.EXP_A}):
-                self.pv_cluster(cur, p, softmax=self.softmax_a(nxt), budget=self.SPLIT_BUDGET[1],
-                                hook=(self.PV_BARRIER, lambda: self.step_barrier(p)))
+                self.pv_cluster(cur, r % nvs, softmax=self.softmax_a(nxt), budget=self.SPLIT_BUDGET[1],
+                                hook=(self.PV_BARRIER, lambda: self.step_barrier((r + 2) % nks)))
             k.s_add_u32(STEP, STEP, 1)
             k.s_cmp_lt_u32(STEP, N_TILES)
+
+    def _barrier_in_flight(self):
+        """DMAs the split loop's barrier in step j lets fly: those issued after the last one of K_{j+2}
+        and V_{j+1} (which the reads after it need), in issue order (steps j-3..j, dma_order in each)."""
+        g = self.g
+        seq = [(t == "k" and s + g.k_stages <= 2 or t == "v" and s + g.v_stages - 1 <= 1, g.k_dma if t == "k" else g.v_dma)
+               for s in range(-3, 1) for t in self.dma_order]
+        last = max(i for i, (need, _) in enumerate(seq) if need)
+        return sum(n for _, n in seq[last + 1:])
 
     def rescale_o_split(self, p, sfx=""):
         """When the lazy max moved (uniform branch): corr = exp2(m_old - m_new), l and O *= corr (two
@@ -1067,15 +1107,15 @@ class _Builder:
     PV_BARRIER = 15     # the split loop's barrier follows this P·V MFMA: the K reads after it overlap the last 4
     K_AHEAD = 8         # ds_reads of the next Q·Kᵀ's K fragments issued after that barrier (read_k_ahead)
 
-    def step_barrier(self, p):
+    def step_barrier(self, kbuf):
         """The split loop's one barrier per step, inside P·V_j: every wave's K_{j+2} and V_{j+1} DMAs
-        landed and its V_j reads done, so after it the next Q·Kᵀ may read K_{j+2} (the first 8
-        fragments are read at once, under the last P·V MFMAs) and the next step's DMAs may refill
-        K_{j+1}'s and V_j's buffers."""
+        landed (with deeper stages the later DMAs may fly: _barrier_in_flight) and its V_j reads done, so
+        after it the next Q·Kᵀ may read K_{j+2} from K buffer kbuf (the first 8 fragments are read at
+        once, under the last P·V MFMAs) and the next step's DMAs may refill K_{j+1}'s and V_j's buffers."""
         k = self.k
-        k.s_waitcnt(vmcnt=0, lgkmcnt=0)
+        k.s_waitcnt(vmcnt=self.in_flight, lgkmcnt=0)
         k.s_barrier()
-        self.read_k_ahead(p)
+        self.read_k_ahead(kbuf)
 
     def read_k_ahead(self, kbuf):
         """The first 8 K fragments of the next Q·Kᵀ (K_AHEAD reads) into KV slots 0..7."""
@@ -1132,9 +1172,13 @@ class _Builder:
         body = self.body_pp if self.pingpong else self.body_split if self.split else (lambda q: self.body(q, group_b))
         if self.mask_loop:
             body = lambda q: self.body_split(q, "hot")           # noqa: E731
-        body(0)
-        k.s_cbranch_scc0(k.L(f".Ltail{sfx}"))
-        body(1)
+        # S ping-pongs (period 2); the split loop's K and V buffers rotate with periods k_stages, v_stages
+        phases = math.lcm(2, self.g.k_stages, self.g.v_stages) if self.split and not self.pingpong else 2
+        assert phases == 2 or not self.mask_loop, "mask_loop's masked copy is two steps long"
+        for r in range(phases - 1):
+            body(r)
+            k.s_cbranch_scc0(k.L(f".Ltail{sfx}"))
+        body(phases - 1)
         k.s_cbranch_scc1(k.L(f".Lloop{sfx}"))
         if self.mask_loop:
             # the steps whose S_{j+1} needs the mask (the last ones: kbase only grows), entered mid-step
@@ -1217,10 +1261,11 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
     the same VALU count, without the extra rounding of Q (which costs ~u*|S| absolute in every
     score: 0.03 in log2 units for |S·log2e| ~ 20, see tests/test_fa_fwd.py).
 
-    split (default: head dim 128 without stagger): the loop with the softmax split over both MFMA
+    split (default: without stagger): the loop with the softmax split over both MFMA
     clusters (module docstring); pingpong (default True with split): its four-phase schedule with
     waves 4-7 a phase behind waves 0-3 (race-freedom argument in _Builder.body_pp); False: all waves
-    in phase, one barrier per step. split=False: the loop below (stagger, head dim 192).
+    in phase, one barrier per step (head dim 192: always, one wave per SIMD). split=False: the loop
+    below (stagger).
 
     stagger=True (opt-in) runs the wave groups A = waves 0-3 and B = waves 4-7 half a phase apart:
     B passes one extra s_barrier before the loop, A one before the epilogue, so both execute

@@ -48,6 +48,8 @@ class Geometry:
     d_qk: int = 128
     waves: int = 8
     d_v: int = 128
+    k_stages: int = 2                    # K LDS buffers (K_{j+k_stages} is DMA'd while step j reads K_{j+1})
+    v_stages: int = 2                    # V LDS buffers (V_{j+v_stages-1} is DMA'd while step j reads V_j)
     elem = 2                             # bytes per Q/K/V element
     mfma_k = 16                          # d (or keys) per MFMA k-step
 
@@ -100,17 +102,17 @@ class Geometry:
         return self.d_qk // self.mfma_k
 
     @property
-    def lds_k(self) -> tuple:            # K double buffer
-        return (0, BLOCK_K * self.k_stride)
+    def lds_k(self) -> tuple:            # K buffers
+        return tuple(BLOCK_K * self.k_stride * b for b in range(self.k_stages))
 
     @property
-    def lds_v(self) -> tuple:            # V double buffer
-        t = 2 * BLOCK_K * self.k_stride
-        return (t, t + BLOCK_K * self.v_stride)
+    def lds_v(self) -> tuple:            # V buffers
+        t = self.k_stages * BLOCK_K * self.k_stride
+        return tuple(t + BLOCK_K * self.v_stride * b for b in range(self.v_stages))
 
     @property
     def lds_dump(self) -> int:           # 1 KiB per wave for DMA instructions with no chunk
-        return 2 * BLOCK_K * (self.k_stride + self.v_stride)
+        return BLOCK_K * (self.k_stages * self.k_stride + self.v_stages * self.v_stride)
 
     @property
     def lds_bytes(self) -> int:
@@ -118,7 +120,9 @@ class Geometry:
 
 
 HD128 = Geometry(128, 8)
-HD192 = Geometry(192, 4)
+# d 192: one wave per SIMD and half hd128's Q rows per K/V byte, so K's DMAs run four tiles deep
+# (K_{j+4} is DMA'd in step j: two steps of latency; 147 KiB of LDS with V's two buffers)
+HD192 = Geometry(192, 4, k_stages=4, v_stages=2)
 GEOMETRY = {128: HD128, 192: HD192}
 
 

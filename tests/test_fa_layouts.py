@@ -91,7 +91,9 @@ def test_geometries_fit_lds_and_aiter_launch():
     assert (L.HD192.waves * 64, L.HD192.block_q) == (256, 128)
     for g in GEOMS:
         assert g.lds_bytes <= 160 * 1024
-        assert g.lds_k[1] + 64 * g.k_stride == g.lds_v[0] and g.lds_v[1] + 64 * g.v_stride == g.lds_dump
+        assert (len(g.lds_k), len(g.lds_v)) == (g.k_stages, g.v_stages) and g.lds_k[0] == 0
+        assert all(b - a == 64 * g.k_stride for a, b in zip(g.lds_k, g.lds_k[1:] + (g.lds_v[0],)))
+        assert all(b - a == 64 * g.v_stride for a, b in zip(g.lds_v, g.lds_v[1:] + (g.lds_dump,)))
 
 
 def _bank_conflicts(byte_addrs, width):
