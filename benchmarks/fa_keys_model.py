@@ -40,6 +40,23 @@ def key_of(row: dict) -> tuple:
     return tuple(row[c] if c == "dtype" else int(row[c]) for c in KEY_COLUMNS)
 
 
+def parse_key(text: str) -> tuple:
+    """'fp8bf16,128,128,2,1' -> ('fp8bf16', 128, 128, 2, 1)"""
+    return tuple(x if i == 0 else int(x) for i, x in enumerate(text.split(",")))
+
+
+def chosen(ap, a, aiter: dict) -> tuple:
+    """(shape, keys) from --shape and --key (default: every key of aiter's manifest, in its order)."""
+    shape = tuple(int(x) for x in a.shape.split(","))
+    if len(shape) != 4:
+        ap.error("--shape is batch,heads_q,heads_k,seqlen")
+    want = [parse_key(k) for k in a.key]
+    bad = [k for k in want if k not in aiter]
+    if bad:
+        ap.error(f"not keys of aiter's manifest: {bad}")
+    return shape, [k for k in aiter if not want or k in want]
+
+
 def manifest(set_dir: Path) -> dict:
     """{key: manifest row} of the set in set_dir (its fmha_fwd.csv)."""
     with open(Path(set_dir) / "fmha_fwd.csv") as f:
@@ -104,12 +121,8 @@ def main(argv=None) -> int:
     if not (aiter_dir / "fmha_fwd.csv").is_file():
         print(f"{aiter_dir} has no fmha_fwd.csv (../shared absent?): this benchmark prices aiter's manifest keys")
         return 0
-    shape = tuple(int(x) for x in a.shape.split(","))
-    want = {tuple(x if i == 0 else int(x) for i, x in enumerate(k.split(","))) for k in a.key}
     aiter = manifest(aiter_dir)
-    keys = [k for k in aiter if not want or k in want]
-    if want - set(keys):
-        ap.error(f"not keys of aiter's manifest: {sorted(want - set(keys))}")
+    shape, keys = chosen(ap, a, aiter)
     with tempfile.TemporaryDirectory() as tmp:
         set_dir = Path(a.set) if a.set else build_ours(Path(tmp) / "fa", a.jobs)
         ours = manifest(set_dir)

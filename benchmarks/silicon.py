@@ -51,10 +51,6 @@ DESCALES = {"q_descale": 0.625, "k_descale": 1.375, "v_descale": 0.75}     # fp8
 
 
 # ---- rows: which kernel runs which key ----------------------------------------------------------
-def parse_key(text: str) -> tuple:
-    return tuple(x if i == 0 else int(x) for i, x in enumerate(text.split(",")))
-
-
 def key_text(key: tuple) -> str:
     return f"{key[0]} {key[1]}/{key[2]} {FK.MASK[key[3]]} {FK.MODE[key[4]]}"
 
@@ -338,15 +334,8 @@ def main(argv=None, runtime=None) -> int:
     if not (aiter_dir / "fmha_fwd.csv").is_file():
         print(f"silicon: {aiter_dir} has no fmha_fwd.csv: the rows are the keys of aiter's manifest; nothing to do")
         return 0
-    shape = tuple(int(x) for x in a.shape.split(","))
-    if len(shape) != 4:
-        ap.error("--shape is batch,heads_q,heads_k,seqlen")
     aiter = FK.manifest(aiter_dir)
-    want = [parse_key(k) for k in a.key]
-    bad = [k for k in want if k not in aiter]
-    if bad:
-        ap.error(f"not keys of aiter's manifest: {bad}")
-    keys = [k for k in aiter if not want or k in want]
+    shape, keys = FK.chosen(ap, a, aiter)
 
     if runtime is None:
         ok, why = hip.available()
