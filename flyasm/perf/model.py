@@ -10,9 +10,14 @@ which in aiter's bf16 GEMMs gets K's remainder: 80 K-steps over 13 splits run 6 
 last, seen in the emulator). Each sample runs on one CU with as many
 copies of itself as occupancy and the grid allow (co-resident workgroups staggered by wg_stagger
 cycles), so the port contention of a full CU is in its duration. A main loop longer than recorded
-(loop_scale f > 2) costs d(1) + (f - 1) (d(2) - d(1)): the recorded run and one with the MFMA work
-doubled (trace.scale_loops adds main-loop iterations) give the steady-state cost per unit of work,
-so a long sequence costs no more to price.
+(loop_scale f > 1) costs d1 + (f W1 - W1) (d2 - d1) / (W2 - W1): the recorded run (duration d1,
+MFMA work W1) and one with about twice the work (trace.scale_loops adds main-loop iterations: d2, W2)
+give the steady-state cost per unit of work, so a long sequence costs no more to price. W is measured,
+not assumed: scale_loops adds whole iterations, so the x2 run adds 0.96x or 1.08x the recorded work
+when iterations are 2 or 6 key steps (a bias of -4% to +8% in d2 - d1 otherwise). W sums the MFMA
+pipe cycles of all the workgroup's waves: the SIMDs' pipes are shared by the waves placed on them
+(ping-pong puts two on one SIMD), so the workgroup's work, not one wave's, is what its time follows.
+f between 1 and 2 is interpolated on the same line (a run at f itself would round the same way).
 Samples whose streams are identical are simulated once.
 Dispatch: the grid's workgroups go in order (x fastest) to the earliest-free of n_cu x resident
 slots; the makespan is the last end (rounds and the tail round fall out of this). The kernel time
@@ -137,7 +142,7 @@ _RUN_CACHE: dict = {}
 
 def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=None) -> GridRun:
     from ..emu import load_program
-    from .trace import scale_loops
+    from .trace import scale_loops, stream_work
     prog = load_program(co, kernel)
     if locs:
         for inst, loc in zip(prog.insts, locs):
@@ -181,14 +186,14 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
                     simd_of = [[(g_ * wpg + kk) % 4 for kk in range(len(ws))] for g_ in range(resident)]
                     r = simulate(prog, static, [ws] * resident, simd_of, pc,
                                  starts=[g_ * p.wg_stagger for g_ in range(resident)])
-                    _RUN_CACHE[rk] = (float(np.mean([e - s for e, s in zip(r.wg_end, r.wg_start)])), r)
+                    _RUN_CACHE[rk] = (float(np.mean([e - s for e, s in zip(r.wg_end, r.wg_start)])),
+                                      sum(stream_work(w, work) for w in ws), r)
                 return _RUN_CACHE[rk]
-            if f <= 2.0:
-                d, r = run_at(f)
-            else:   # steady state: the loop's cost per unit of scale from x1 and x2, extrapolated linearly
-                d1, _ = run_at(1.0)
-                d2, r = run_at(2.0)
-                d = d1 + (f - 1.0) * (d2 - d1)
+            d, w1, r = run_at(1.0)
+            if f > 1.0:     # steady state: the loop's cost per unit of work from x1 and x2, linear in work
+                d2, w2, r = run_at(2.0)
+                # no MFMA work added (no loop, or a loop without MFMAs, scaled by iterations): per unit of scale
+                d += (f - 1.0) * (d2 - d) * (w1 / (w2 - w1) if w2 > w1 else 1.0)
             durs[wg] = seen[ident] = d
             if main is None or d >= main[0]:
                 main = (d, r)

@@ -157,7 +157,9 @@ def scale_loops(stream: dict, factor: float, work=None) -> dict:
     instruction index, e.g. MFMA pipe cycles) the stream's total work grows by the factor instead:
     software-pipelined kernels peel iterations into prologue and epilogue (the recorded fp8 GEMM runs
     8 K-steps with only 4 in its loop), so multiplying the loop's iterations would under-count.
-    Runs of the loop share the added iterations in proportion to their recorded iterations."""
+    Runs of the loop share the added iterations in proportion to their recorded iterations.
+    Whole iterations are added, so the work grows by about the factor, not exactly: a caller that
+    needs the exact growth measures it (stream_work) rather than assuming it."""
     pc = stream["pc"]
     if factor <= 1 or len(pc) < 3:
         return stream
@@ -206,3 +208,8 @@ def scale_loops(stream: dict, factor: float, work=None) -> dict:
     for key in ("pc", "exec", "cost", "lines"):
         out[key] = np.concatenate([stream[key][sl] for sl in pieces])
     return out
+
+
+def stream_work(stream: dict, work) -> float:
+    """The work (per instruction index, e.g. MFMA pipe cycles) a stream executes."""
+    return float(np.asarray(work, float)[stream["pc"]].sum())
