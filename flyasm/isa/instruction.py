@@ -80,10 +80,7 @@ class Instruction:
 
     @property
     def is_dpp(self) -> bool:
-        return self.suffix == "_dpp" or any(m in self.modifiers for m in ("quad_perm", "row_shl", "row_shr", "row_ror",
-                                                                           "row_bcast", "row_mirror",
-                                                                           "row_half_mirror", "wave_shl",
-                                                                           "wave_shr", "wave_rol", "wave_ror"))
+        return self.suffix == "_dpp" or any(m in self.modifiers for m in tables.DPP_CONTROLS)
 
     @property
     def is_sdwa(self) -> bool:

@@ -130,7 +130,21 @@ def slots(info: dict, modifiers: dict, suffix: str = "", operands=None) -> list[
         for s in out:
             if s["name"] == "vcc":  # VOP3 form: any SGPR pair in place of VCC
                 s["kinds"] = ["vcc", "sgpr"]
+    if fam in ("VOP1", "VOP2", "VOPC") and (suffix == "_dpp" or any(m in modifiers for m in DPP_CONTROLS)):
+        # The DPP word replaces src0's 9-bit field with a VGPR number and keeps the 32-bit encoding:
+        # every source is a VGPR and the carry is VCC itself (llvm-mc: "invalid operand for instruction")
+        for s in out:
+            if s["name"] in ("src0", "vsrc1", "src1"):
+                s["kinds"] = ["vgpr"]
+            elif s["name"] == "vcc":
+                s["kinds"] = ["vcc"]
     return out
+
+
+# The modifiers that select the DPP encoding (its dpp_ctrl); row_mask/bank_mask/bound_ctrl/fi only
+# qualify it, and bound_ctrl/fi also appear on VOP3 v_permlane*_swap.
+DPP_CONTROLS = ("quad_perm", "row_shl", "row_shr", "row_ror", "row_bcast", "row_mirror", "row_half_mirror",
+                "wave_shl", "wave_shr", "wave_rol", "wave_ror")
 
 
 F8F6F4_DWORDS = {0: 8, 1: 8, 2: 6, 3: 6, 4: 4}
