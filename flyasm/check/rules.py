@@ -372,7 +372,7 @@ RULES: list[Rule] = [
          lambda p, c, t, r: 0 if is_xdl(c) else 4, when=_tag("srcc"),
          source="DMFMA4x4WritesVGPROverlappedSrcCWaitStates"),
     Rule("smfma_write_xdl_srcc", 7, "f32 MFMA writes D -> XDL MFMA reads it as SrcC (no wait on gfx940+)",
-         "mfma_mfma", _CONSUMER_MFMA, "mfma_uses", lambda p: not is_xdl(p), "dst", 0,
+         "mfma_mfma", _CONSUMER_MFMA, "mfma_uses", lambda p: is_mfma(p) and not is_xdl(p), "dst", 0,
          when=_and(_tag("srcc"), _c(is_xdl)), source="checkMAIHazards90A (isXDL(MI) && !isXDL(MI1))"),
     Rule("xdl_write_overlap_srcc", 5, "XDL MFMA writes D -> XDL MFMA reads overlapping (not identical) SrcC",
          "mfma_mfma", _CONSUMER_MFMA, "mfma_uses", is_xdl, "dst", lambda p, c, t, r: np_(p) + 2,

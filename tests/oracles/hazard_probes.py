@@ -1051,6 +1051,10 @@ def _gen_xdl(g: _Gen) -> None:
                    _consumer_mfma(ck, c=v(shift, D.n)), need)
         g.pair(f"xdl{np_}_overlap_srcc_disjoint", "xdl_write_overlap_srcc", prod, 0,
                _consumer_mfma(ck, c=v(D.n, D.n)), 0)
+        # a VALU write to another register of that SrcC in between does not hide the MFMA: LLVM's
+        # search for the overlapping SrcC writer looks at MFMAs only (checkMAIHazards90A)
+        g.add(f"xdl{np_}_overlap_srcc_valu_between", "xdl_write_overlap_srcc",
+              [prod, v_mov(v(D.n), v(100)), _consumer_mfma(ck, c=v(shift, D.n))], need - 1)
     # containment both ways, different shapes
     for pk, ck, c in (("16x16x32_bf16", "32x32x16_bf16", v(0, 16)), ("32x32x16_bf16", "16x16x32_bf16", v(12, 4)),
                       ("4x4x4_16b_f16", "16x16x32_f16", v(2, 4)), ("32x32x64_f8f6f4_fp8", "16x16x32_bf16", v(4, 4)),
