@@ -181,7 +181,8 @@ def main(argv=None) -> int:
 def _relative(path) -> str:
     """A table's path relative to the repo's parent (e.g. shared/aiter/measured), so params.json names
     the same tables on every machine."""
-    p = Path(path).resolve()
+    import os
+    p = Path(os.path.abspath(path))             # not resolve(): ../shared may be a symlink (worktrees)
     try:
         return str(p.relative_to(ROOT.parent))
     except ValueError:
