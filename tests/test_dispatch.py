@@ -226,6 +226,7 @@ def attn_set(tmp_path_factory):
                      progress=False)
 
 
+@pytest.mark.xdist_group("attn_set")   # one worker builds the module's attention set
 @pytest.mark.parametrize("dtype,causal,hq,hkv,sq,sk,d", [("bf16", False, 4, 2, 70, 100, 128),
                                                          ("bf16", True, 2, 2, 96, 96, 128),       # = bottom-right
                                                          ("bf16", True, 1, 1, 40, 100, 128),      # top-left kernel
@@ -249,6 +250,7 @@ def test_attention_one_line_matches_torch(attn_set, monkeypatch, dtype, causal, 
     torch.testing.assert_close(lse, ref_lse, atol=ATOL[dtype], rtol=0)
 
 
+@pytest.mark.xdist_group("attn_set")   # one worker builds the module's attention set
 def test_attention_fp8_with_descales(attn_set, monkeypatch):
     """fp8 q/k/v + descales -> the fp8bf16 kernel; bound derived in conftest.fp8_attention_bound."""
     import flyasm
@@ -268,6 +270,7 @@ def test_attention_fp8_with_descales(attn_set, monkeypatch):
         flyasm.attention(q8.bfloat16(), k8.bfloat16(), v8.bfloat16(), descale=ds)
 
 
+@pytest.mark.xdist_group("attn_set")   # one worker builds the module's attention set
 def test_attention_errors_name_what_exists(attn_set):
     import flyasm
     torch = pytest.importorskip("torch")

@@ -38,7 +38,10 @@ def _why_not() -> str | None:
     return drop_in_missing(DROP_IN)
 
 
-pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+# one worker builds the 16-kernel set once (under `-n 2 --dist loadgroup` each worker running a test of
+# this module would otherwise build its own copy of the module fixture)
+pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=_why_not() or ""),
+              pytest.mark.xdist_group("drop_in_set")]
 ATOL = RTOL = 1e-2
 LSE_ATOL = 1e-4
 
