@@ -439,25 +439,28 @@ class _Builder:
                             k.s_add_u32(self.m0_sgpr[tensor, buf, i], ST1, g.lds_dump)
                         k.label(f".Lm0_{tensor}{i}")
                         k.s_min_u32(ST0, ST0, nch - 1)                 # global rows: clamped chunk
-                    # per-lane global offset of the chunk (fa_layouts.dma_voffset)
-                    dst = (self.K_DMA if tensor == "k" else self.V_DMA)[i]
-                    slots = g.k_slots if tensor == "k" else g.v_slots
-                    magic, shift = L.DIV_MAGIC[slots]
-                    k.s_lshl_b32(ST1, ST0, 6)
-                    k.v_add_u32(TMP[0], ST1, LANE)                      # slot t = 64*chunk + lane
-                    k.v_mul_u32_u24(TMP[1], magic, TMP[0])
-                    k.v_lshrrev_b32(TMP[1], shift, TMP[1])              # row = t // slots
-                    k.v_mul_u32_u24(TMP[2], slots, TMP[1])
-                    k.v_sub_u32(TMP[2], TMP[0], TMP[2])                 # column slot
-                    if cols == 16:
-                        k.v_and_b32(TMP[2], 15, TMP[2])                 # padding slots re-read column 0..3
-                    else:
-                        k.v_min_u32(TMP[2], cols - 1, TMP[2])           # ... the last column
-                    k.v_lshlrev_b32(TMP[2], 4, TMP[2])
-                    k.v_mul_lo_u32(dst, TMP[1], A["k_ss" if tensor == "k" else "v_ss"])
-                    k.v_add_u32(dst, dst, TMP[2])
+                    self.dma_voffset(tensor, (self.K_DMA if tensor == "k" else self.V_DMA)[i], cols)
             self.lds_read_bases()
             k.v_mov_b32(NEG_INF, float("-inf"))
+
+    def dma_voffset(self, tensor, dst, cols):
+        """dst = per-lane global offset of the DMA chunk in ST0 (fa_layouts.dma_voffset)."""
+        k, g = self.k, self.g
+        slots = g.k_slots if tensor == "k" else g.v_slots
+        magic, shift = L.DIV_MAGIC[slots]
+        k.s_lshl_b32(ST1, ST0, 6)
+        k.v_add_u32(TMP[0], ST1, LANE)                      # slot t = 64*chunk + lane
+        k.v_mul_u32_u24(TMP[1], magic, TMP[0])
+        k.v_lshrrev_b32(TMP[1], shift, TMP[1])              # row = t // slots
+        k.v_mul_u32_u24(TMP[2], slots, TMP[1])
+        k.v_sub_u32(TMP[2], TMP[0], TMP[2])                 # column slot
+        if cols == 16:
+            k.v_and_b32(TMP[2], 15, TMP[2])                 # padding slots re-read column 0..3
+        else:
+            k.v_min_u32(TMP[2], cols - 1, TMP[2])           # ... the last column
+        k.v_lshlrev_b32(TMP[2], 4, TMP[2])
+        k.v_mul_lo_u32(dst, TMP[1], ARG_SGPR["k_ss" if tensor == "k" else "v_ss"])
+        k.v_add_u32(dst, dst, TMP[2])
 
     def lds_read_bases(self):
         """Per-lane LDS read bases (fa_layouts.k_read_addr / v_read_addr); H4 = 4 * (lane // 32)."""

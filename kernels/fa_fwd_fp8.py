@@ -39,12 +39,16 @@ DTYPE = "fp8bf16"                        # aiter's manifest dtype: fp8 Q/K/V, bf
 MFMA = "v_mfma_f32_32x32x64_f8f6f4"
 # fa_fwd's plan, with Q in 16 VGPRs and 8 DMA M0s (2 K + 2 V chunks per wave, 2 buffers): the
 # descales live in s[72:74] (dq, dk, dv as float32 bits)
-PLAN_REGIONS = dict(F.PLAN_REGIONS, Q=v[160:175], dma_m0=s[64:71], descale=s[72:75])
+_PLAN = dict(F.PLAN_REGIONS, Q=v[160:175], dma_m0=s[64:71], descale=s[72:75])
+# head dim 128's V is swizzled (fa_layouts.v_chunk_xor_fp8): one LDS read base per d block, fa_fwd's
+# two (V_ADDR, buffer 0) and two more in Q's spare registers; the buffer goes in the immediate
+PLAN_REGIONS = dict(_PLAN, v_addr=v[176:177])
+V_BASES = F.V_ADDR + (v[176], v[177])
 # Head dim 256 (Q/K/V/O): 8 waves of 32 rows (aiter launches 512 threads, ts_qo 256), so two waves
 # share a SIMD and each may hold 256 registers: Oᵀ takes 128 (8 d blocks), Q 32, and Sᵀ has ONE
 # 32-register tile (no ping-pong: the step runs Q·Kᵀ, softmax, P·V in turn, see loop_single);
 # K and V fragments go through a 4-slot ring of 8 registers each.
-PLAN_REGIONS_HD256 = dict(PLAN_REGIONS, S=v[32:63], Q=v[64:95], O=v[96:223], KV=v[224:255])
+PLAN_REGIONS_HD256 = dict(_PLAN, S=v[32:63], Q=v[64:95], O=v[96:223], KV=v[224:255])
 DQ, DK, DV = s[72], s[73], s[74]
 # packed-f32 softmax operands (fa_fwd's tmp region, free in the loop): (c, c) with c = scale*log2e*dq*dk,
 # and (-m, -m) for v_pk_fma_f32, reused as the (even, odd) row-sum pair by v_pk_add_f32
@@ -139,6 +143,24 @@ class _Fp8Builder(F._Builder):
                 r = 8 * kk + 4 * part
                 k.buffer_load_dwordx4(self.Q[r:r + 3], t0, F.RS_Q, 0, offen=True, offset=64 * kk + 16 * part)
 
+    def dma_voffset(self, tensor, dst, cols):
+        """Swizzled V (fa_layouts.dma_slot_swizzled): LDS slot t = 64*chunk + lane holds row t // 8,
+        global column (t % 8) ^ (row & 2 | (row >> 1) & 4)."""
+        if tensor == "k" or not self.g.v_swizzle:
+            return super().dma_voffset(tensor, dst, cols)
+        k, T = self.k, F.TMP
+        k.s_lshl_b32(F.ST1, F.ST0, 6)
+        k.v_add_u32(T[0], F.ST1, F.LANE)                           # t
+        k.v_lshrrev_b32(T[1], 3, T[0])                              # row
+        k.v_and_b32(T[2], 2, T[1])                                  # row bit 1 -> column bit 1
+        k.v_bfe_u32(T[3], T[1], 3, 1)                               # row bit 3 -> column bit 2
+        k.v_lshl_or_b32(T[2], T[3], 2, T[2])
+        k.v_and_b32(T[3], 7, T[0])                                  # LDS slot of the row
+        k.v_xor_b32(T[2], T[2], T[3])
+        k.v_lshlrev_b32(T[2], 4, T[2])
+        k.v_mul_lo_u32(dst, T[1], F.ARG_SGPR["v_ss"])
+        k.v_add_u32(dst, dst, T[2])
+
     def lds_read_bases(self):
         """K: fa_layouts.k_read_addr_fp8; V: v_read_addr_fp8; H4 = 4 * (lane // 32)."""
         k, g, T = self.k, self.g, F.TMP
@@ -154,15 +176,36 @@ class _Fp8Builder(F._Builder):
         k.v_bfe_u32(T[2], LANE, 3, 1)                               # r // 4
         k.v_lshl_add_u32(T[1], T[2], 3, T[1])
         k.v_add_u32(T[1], T[3], T[1])
-        k.v_mul_u32_u24(F.V_ADDR[0], g.v_stride, T[1])
+        if g.v_swizzle:
+            self.v_bases_swizzled(T[1])
+        else:
+            k.v_mul_u32_u24(F.V_ADDR[0], g.v_stride, T[1])
+            k.v_bfe_u32(T[2], LANE, 4, 1)                           # g % 2
+            k.v_and_b32(T[4], 1, LANE)                              # c
+            k.v_lshlrev_b32(T[4], 3, T[4])
+            k.v_lshl_add_u32(T[2], T[2], 4, T[4])
+            k.v_add_u32(F.V_ADDR[0], F.V_ADDR[0], T[2])
+            k.v_add_u32(F.V_ADDR[1], g.lds_v[1], F.V_ADDR[0])
+            k.v_add_u32(F.V_ADDR[0], g.lds_v[0], F.V_ADDR[0])
+        k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32), as fa_fwd
+
+    def v_bases_swizzled(self, row):
+        """V_BASES[db] = row * v_stride + 32 * (db ^ v_chunk_xor_fp8(row)) + 16 * (g % 2) + 8c
+        (fa_layouts.v_read_addr_fp8 with swizzle); `row` holds the lane's row."""
+        k, T, LANE = self.k, F.TMP, F.LANE
         k.v_bfe_u32(T[2], LANE, 4, 1)                               # g % 2
         k.v_and_b32(T[4], 1, LANE)                                  # c
         k.v_lshlrev_b32(T[4], 3, T[4])
         k.v_lshl_add_u32(T[2], T[2], 4, T[4])
-        k.v_add_u32(F.V_ADDR[0], F.V_ADDR[0], T[2])
-        k.v_add_u32(F.V_ADDR[1], g.lds_v[1], F.V_ADDR[0])
-        k.v_add_u32(F.V_ADDR[0], g.lds_v[0], F.V_ADDR[0])
-        k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32), as fa_fwd
+        k.v_mul_u32_u24(T[0], self.g.v_stride, row)
+        k.v_add_u32(T[0], T[0], T[2])
+        k.v_bfe_u32(T[2], row, 1, 1)                                # row bit 1 -> chunk bit 0
+        k.v_bfe_u32(T[4], row, 3, 1)                                # row bit 3 -> chunk bit 1
+        k.v_lshl_add_u32(T[2], T[4], 1, T[2])
+        k.v_lshlrev_b32(T[2], 5, T[2])                              # 32 * v_chunk_xor_fp8(row)
+        for db, base in enumerate(V_BASES):
+            k.v_xor_b32(T[4], 32 * db, T[2])
+            k.v_add_u32(base, T[0], T[4])
 
     def _first_qk(self):
         if self.single:              # loop_single computes every Sᵀ in its step
@@ -227,10 +270,13 @@ class _Fp8Builder(F._Builder):
 
     def read_v(self, db, vbuf):
         """Vᵀ fragment of d block db (64 keys, fa_layouts order): four ds_read_b64_tr_b8 into ring slot v_slot(db)."""
-        r = 8 * self.v_slot(db)
+        r, g = 8 * self.v_slot(db), self.g
         for t in range(4):
-            self.k.ds_read_b64_tr_b8(self.KV[r + 2 * t:r + 2 * t + 1], F.V_ADDR[vbuf],
-                                     offset=L.v_read_imm_fp8(db, t, self.g.v_stride)).lds_buffer = f"v{vbuf}"
+            if g.v_swizzle:          # base per d block, buffer in the immediate
+                addr, off = V_BASES[db], g.lds_v[vbuf] + L.v_read_imm_fp8(db, t, g.v_stride, swizzle=True)
+            else:
+                addr, off = F.V_ADDR[vbuf], L.v_read_imm_fp8(db, t, g.v_stride)
+            self.k.ds_read_b64_tr_b8(self.KV[r + 2 * t:r + 2 * t + 1], addr, offset=off).lds_buffer = f"v{vbuf}"
 
     def pv_cluster(self, p_regs, vbuf, prefetched=False, softmax=None, budget=0, hook=None):
         """Oᵀ[db] += Vᵀ·Pᵀ, one MFMA per 32 d; V fragments read two d blocks ahead; softmax / hook as

@@ -52,6 +52,7 @@ class Geometry:
     v_stages: int = 2                    # V LDS buffers (V_{j+v_stages-1} is DMA'd while step j reads V_j)
     elem = 2                             # bytes per Q/K/V element
     mfma_k = 16                          # d (or keys) per MFMA k-step
+    v_swizzle = False                    # fp8 only (Fp8Geometry): V rows unpadded, 32-byte chunks XOR-swizzled
 
     @property
     def block_q(self) -> int:            # rows of Q per workgroup (aiter's ts_qo)
@@ -133,18 +134,22 @@ class Fp8Geometry(Geometry):
     k-steps of 64 (v_mfma_f32_32x32x64_f8f6f4). fp8 hd256 rows are bf16 hd128's bytes."""
     elem = 1
     mfma_k = 64
+    v_swizzle: bool = False              # V rows of d_v bytes, chunks swizzled (v_chunk_xor_fp8), not padded
 
     @property
     def v_stride(self) -> int:
-        return self.d_v + 16
+        return self.d_v + (0 if self.v_swizzle else 16)
 
 
-FP8_HD128 = Fp8Geometry(128, 8, 128)
+# hd128 V: ds_read_b64_tr_b8 has two-way bank conflicts at every 16-byte-multiple row stride
+# (v_chunk_xor_fp8), so its rows are 128 bytes with the 32-byte chunks XOR-swizzled: conflict-free,
+# and 8 DMA chunks per tile (one per wave) instead of 9
+FP8_HD128 = Fp8Geometry(128, 8, 128, v_swizzle=True)
 FP8_HD256 = Fp8Geometry(256, 8, 256)
 FP8_GEOMETRY = {128: FP8_HD128, 256: FP8_HD256}
 for _g in list(GEOMETRY.values()) + list(FP8_GEOMETRY.values()):
     assert (_g.k_stride // 4) % 8 == 4 and BLOCK_K * _g.k_stride % DMA_CHUNK == 0
-    assert _g.k_slots in DIV_MAGIC and _g.v_slots in DIV_MAGIC
+    assert _g.k_slots in DIV_MAGIC and (_g.v_slots in DIV_MAGIC or _g.v_swizzle)
 
 # The d-128 geometry under its historical names.
 HEAD_DIM = HD128.d_qk
@@ -277,18 +282,44 @@ def p_key_fp8(v: int) -> int:
 V_TR_ROWS_FP8 = tuple(p_key_fp8(8 * t) for t in range(4))       # (0, 16, 4, 20): row offset of read t
 
 
-def v_read_addr_fp8(lane, v_stride: int):
+def v_chunk_xor_fp8(row):
+    """Swizzled fp8 V (Fp8Geometry.v_swizzle, 128-byte rows): global 32-byte chunk c of row `row` sits
+    at LDS chunk c ^ v_chunk_xor_fp8(row) = c ^ (row bit 1 | row bit 3 << 1).  One 256-byte phase of
+    a tr_b8 read is one chunk of the 8 rows b + {0..3, 8..11} (v_read_addr_fp8); at 128-byte rows
+    row r's chunk c covers the 8 banks 32*(r%2) + 8c.., so the 4 even (and the 4 odd) rows collided
+    on one chunk; rows b, b+2, b+8, b+10 have distinct bits 1 and 3, so now they use distinct chunks."""
+    row = np.asarray(row)
+    return ((row >> 1) & 1) | (((row >> 3) & 1) << 1)
+
+
+# read t adds V_TR_ROWS_FP8[t] to the row without touching bits 1 and 3 (the lane rows p_key_fp8(r)
+# have bits 2 and 4 clear, so no carry): the swizzle is a per-lane term, the row offset an immediate
+assert all(t & 0b1010 == 0 for t in V_TR_ROWS_FP8) and all(p_key_fp8(r) & 0b10100 == 0 for r in range(8))
+
+
+def v_read_addr_fp8(lane, v_stride: int, db: int = 0, swizzle: bool = False):
     """V (A of Oᵀ = Vᵀ·Pᵀ, 64 keys per MFMA) by ds_read_b64_tr_b8 (§3.1, E = 8): in 16-lane block g,
     output lane j gets byte j%8 of reader lane 2r + j//8 for r = 0..7.  Reader lane 16g + 2r + c
     reads row 32*(g//2) + p_key_fp8(r), bytes 16*(g%2) + 8c: output lane l then holds d = l%32 and
-    keys 32*(l//32) + p_key_fp8(8t + r) for read t (+ v_read_imm_fp8)."""
+    keys 32*(l//32) + p_key_fp8(8t + r) for read t (+ v_read_imm_fp8).  Swizzled: d block db's chunk
+    moves with the row (v_chunk_xor_fp8), so each d block has its own per-lane base."""
     lane = np.asarray(lane)
     g, r, c = lane // 16, (lane % 16) // 2, lane % 2
-    return (32 * (g // 2) + p_key_fp8(r)) * v_stride + 16 * (g % 2) + 8 * c
+    row = 32 * (g // 2) + p_key_fp8(r)
+    chunk = (db ^ v_chunk_xor_fp8(row)) if swizzle else 0
+    return row * v_stride + 32 * chunk + 16 * (g % 2) + 8 * c
 
 
-def v_read_imm_fp8(db: int, t: int, v_stride: int) -> int:
-    return V_TR_ROWS_FP8[t] * v_stride + 32 * db
+def v_read_imm_fp8(db: int, t: int, v_stride: int, swizzle: bool = False) -> int:
+    return V_TR_ROWS_FP8[t] * v_stride + (0 if swizzle else 32 * db)
+
+
+def dma_slot_swizzled(lane, chunk: int, slots_per_row: int = 8):
+    """(row, 16-byte column) of global V that lane writes in a chunk of the swizzled fp8 layout:
+    LDS slot s of row r holds global column s ^ 2*v_chunk_xor_fp8(r) (an XOR is its own inverse)."""
+    t = 64 * chunk + np.asarray(lane)
+    row = t // slots_per_row
+    return row, (t % slots_per_row) ^ (2 * v_chunk_xor_fp8(row))
 
 
 # ---- number formats ---------------------------------------------------------------------------

@@ -51,8 +51,10 @@ GEOM_IDS = [f"d{g.d_qk}" for g in GEOMS]
 
 
 def _tiles(g):
-    """(slots per row, chunks, DMA instructions per wave, real columns) of the K and V tiles."""
-    return ((g.k_slots, g.k_chunks, g.k_dma, g.k_cols), (g.v_slots, g.v_chunks, g.v_dma, g.v_cols))
+    """(slots per row, chunks, DMA instructions per wave, real columns) of the K and V tiles (a
+    swizzled fp8 V has no division: test_fp8_swizzled_v_dma_is_a_permutation_of_the_tile)."""
+    return ((g.k_slots, g.k_chunks, g.k_dma, g.k_cols),) + \
+        (() if g.v_swizzle else ((g.v_slots, g.v_chunks, g.v_dma, g.v_cols),))
 
 
 @pytest.mark.parametrize("g", GEOMS, ids=GEOM_IDS)
@@ -263,16 +265,61 @@ def test_fp8_p_and_v_operands_agree_on_the_key_order(g):
     p_key = packed.reshape(64, 32)                            # byte v of the lane's 32 = reg v//4, byte v%4
     for lane in range(64):
         assert list(p_key[lane]) == [32 * (lane // 32) + L.p_key_fp8(v) for v in range(32)]
-    # V: a random fp8 tile in LDS (row stride v_stride) read by the four tr_b8 of each d block
+    # V: a random fp8 tile in LDS (row stride v_stride; swizzled: as the DMA chunks deposit it) read
+    # by the four tr_b8 of each d block
     vt = rng.integers(0, 256, (64, g.d_v), dtype=np.uint8)
-    lds = np.zeros(64 * g.v_stride + 64, np.uint8)
-    for key in range(64):
-        lds[key * g.v_stride:key * g.v_stride + g.d_v] = vt[key]
+    lds = _v_tile_in_lds(g, vt)
+    sw = g.v_swizzle
     for db in range(g.d_v // 32):
-        a_op = np.concatenate([_tr_b8(lds, L.v_read_addr_fp8(LANES, g.v_stride) + L.v_read_imm_fp8(db, t, g.v_stride))
-                               for t in range(4)], axis=1)     # [64 lanes, 32 bytes]
+        a_op = np.concatenate([_tr_b8(lds, L.v_read_addr_fp8(LANES, g.v_stride, db, sw)
+                                      + L.v_read_imm_fp8(db, t, g.v_stride, sw)) for t in range(4)], axis=1)
         for lane in range(64):
             assert np.array_equal(a_op[lane], vt[p_key[lane], 32 * db + lane % 32])
+
+
+def _v_tile_in_lds(g, vt):
+    """LDS bytes of a V tile [64 keys, d_v]: padded rows, or (swizzled) what the DMA writes: lane l
+    of chunk c puts global row/16-byte column dma_slot_swizzled(l, c) at LDS 1024c + 16l."""
+    lds = np.zeros(64 * g.v_stride + 64, np.uint8)
+    if not g.v_swizzle:
+        for key in range(64):
+            lds[key * g.v_stride:key * g.v_stride + g.d_v] = vt[key]
+        return lds
+    for c in range(g.v_chunks):
+        row, col = L.dma_slot_swizzled(LANES, c)
+        for lane in range(64):
+            a = L.DMA_CHUNK * c + 16 * lane
+            lds[a:a + 16] = vt[row[lane], 16 * col[lane]:16 * col[lane] + 16]
+    return lds
+
+
+def test_fp8_swizzled_v_dma_is_a_permutation_of_the_tile():
+    """hd128 fp8 V: one DMA per wave (8 chunks of 8 unpadded rows), every (row, 16-byte column) once."""
+    g = L.FP8_HD128
+    assert g.v_swizzle and (g.v_stride, g.v_chunks, g.v_dma) == (128, 8, 1)
+    cells = [(int(r), int(c)) for ch in range(g.v_chunks) for r, c in zip(*L.dma_slot_swizzled(LANES, ch))]
+    assert sorted(cells) == [(r, c) for r in range(64) for c in range(8)]
+    assert all(r == (64 * ch + lane) // 8 for ch in range(g.v_chunks)
+               for lane, r in enumerate(L.dma_slot_swizzled(LANES, ch)[0]))     # a chunk holds whole rows
+
+
+@pytest.mark.parametrize("g", FP8_GEOMS, ids=FP8_IDS)
+def test_fp8_v_tr_reads_conflicts(g):
+    """ds_read_b64_tr_b8 serves 32 lanes (256 bytes) together: the swizzled hd128 V is conflict-free;
+    the padded hd256 V (272-byte rows) two-way, as any 16-byte-multiple stride (fa_layouts.v_chunk_xor_fp8)."""
+    want = 1 if g.v_swizzle else 2
+    for db in range(g.d_v // 32):
+        for t in range(4):
+            addrs = L.v_read_addr_fp8(LANES, g.v_stride, db, g.v_swizzle) + \
+                L.v_read_imm_fp8(db, t, g.v_stride, g.v_swizzle)
+            assert [_bank_conflicts(addrs[32 * h:32 * h + 32], 8) for h in range(2)] == [want, want]
+
+
+def test_no_padded_v_stride_avoids_the_tr_b8_conflict():
+    """Why hd128 swizzles: every row stride of 128 + 16k bytes (k = 0..15) has a two-way conflict."""
+    for stride in range(128, 384, 16):
+        addrs = L.v_read_addr_fp8(LANES, stride) + L.v_read_imm_fp8(0, 0, stride)
+        assert _bank_conflicts(addrs[:32], 8) >= 2, stride
 
 
 @pytest.mark.parametrize("g", FP8_GEOMS, ids=FP8_IDS)
