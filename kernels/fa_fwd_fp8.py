@@ -40,10 +40,12 @@ MFMA = "v_mfma_f32_32x32x64_f8f6f4"
 # fa_fwd's plan, with Q in 16 VGPRs and 8 DMA M0s (2 K + 2 V chunks per wave, 2 buffers): the
 # descales live in s[72:74] (dq, dk, dv as float32 bits)
 _PLAN = dict(F.PLAN_REGIONS, Q=v[160:175], dma_m0=s[64:71], descale=s[72:75])
-# head dim 128's V is swizzled (fa_layouts.v_chunk_xor_fp8): one LDS read base per d block, fa_fwd's
-# two (V_ADDR, buffer 0) and two more in Q's spare registers; the buffer goes in the immediate
-PLAN_REGIONS = dict(_PLAN, v_addr=v[176:177])
+# head dim 128's K and V are swizzled (fa_layouts.k_slot_xor_fp8, v_chunk_xor_fp8): one LDS read base
+# per (kk, part) of K and per d block of V, in fa_fwd's K_ADDR / V_ADDR and two more each in Q's spare
+# registers; the buffer goes in the immediate
+PLAN_REGIONS = dict(_PLAN, lds_addr2=v[176:179])
 V_BASES = F.V_ADDR + (v[176], v[177])
+K_BASES = F.K_ADDR + (v[178], v[179])              # index 2 * kk + part
 # Head dim 256 (Q/K/V/O): 8 waves of 32 rows (aiter launches 512 threads, ts_qo 256), so two waves
 # share a SIMD and each may hold 256 registers: Oᵀ takes 128 (8 d blocks), Q 32, and Sᵀ has ONE
 # 32-register tile (no ping-pong: the step runs Q·Kᵀ, softmax, P·V in turn, see loop_single);
@@ -144,21 +146,24 @@ class _Fp8Builder(F._Builder):
                 k.buffer_load_dwordx4(self.Q[r:r + 3], t0, F.RS_Q, 0, offen=True, offset=64 * kk + 16 * part)
 
     def dma_voffset(self, tensor, dst, cols):
-        """Swizzled V (fa_layouts.dma_slot_swizzled): LDS slot t = 64*chunk + lane holds row t // 8,
-        global column (t % 8) ^ (row & 2 | (row >> 1) & 4)."""
-        if tensor == "k" or not self.g.v_swizzle:
+        """Swizzled K/V (fa_layouts.dma_slot_swizzled): LDS slot t = 64*chunk + lane holds row t // 8,
+        global column (t % 8) ^ slot_xor_fp8: K (row >> 1) & 7, V row & 2 | (row >> 1) & 4."""
+        if not (self.g.k_swizzle if tensor == "k" else self.g.v_swizzle):
             return super().dma_voffset(tensor, dst, cols)
         k, T = self.k, F.TMP
         k.s_lshl_b32(F.ST1, F.ST0, 6)
         k.v_add_u32(T[0], F.ST1, F.LANE)                           # t
         k.v_lshrrev_b32(T[1], 3, T[0])                              # row
-        k.v_and_b32(T[2], 2, T[1])                                  # row bit 1 -> column bit 1
-        k.v_bfe_u32(T[3], T[1], 3, 1)                               # row bit 3 -> column bit 2
-        k.v_lshl_or_b32(T[2], T[3], 2, T[2])
+        if tensor == "k":
+            k.v_bfe_u32(T[2], T[1], 1, 3)                           # row bits 1-3
+        else:
+            k.v_and_b32(T[2], 2, T[1])                              # row bit 1 -> column bit 1
+            k.v_bfe_u32(T[3], T[1], 3, 1)                           # row bit 3 -> column bit 2
+            k.v_lshl_or_b32(T[2], T[3], 2, T[2])
         k.v_and_b32(T[3], 7, T[0])                                  # LDS slot of the row
         k.v_xor_b32(T[2], T[2], T[3])
         k.v_lshlrev_b32(T[2], 4, T[2])
-        k.v_mul_lo_u32(dst, T[1], F.ARG_SGPR["v_ss"])
+        k.v_mul_lo_u32(dst, T[1], F.ARG_SGPR[f"{tensor}_ss"])
         k.v_add_u32(dst, dst, T[2])
 
     def lds_read_bases(self):
@@ -168,9 +173,12 @@ class _Fp8Builder(F._Builder):
         k.v_lshrrev_b32(H4, 5, LANE)                                # lane // 32
         k.v_lshlrev_b32(T[3], 5, H4)                                # 32 * (lane // 32)
         k.v_and_b32(T[0], 31, LANE)
-        k.v_mul_u32_u24(F.K_ADDR[0], g.k_stride, T[0])
-        k.v_add_u32(F.K_ADDR[0], F.K_ADDR[0], T[3])
-        k.v_add_u32(F.K_ADDR[1], g.lds_k[1], F.K_ADDR[0])
+        if g.k_swizzle:
+            self.k_bases_swizzled(T[0], T[3])
+        else:
+            k.v_mul_u32_u24(F.K_ADDR[0], g.k_stride, T[0])
+            k.v_add_u32(F.K_ADDR[0], F.K_ADDR[0], T[3])
+            k.v_add_u32(F.K_ADDR[1], g.lds_k[1], F.K_ADDR[0])
         # V: row 32*(lane//32) + 8*(r//4) + r%4 with r = (lane%16)//2; bytes 16*(g%2) + 8*(lane%2)
         k.v_bfe_u32(T[1], LANE, 1, 2)                               # r % 4
         k.v_bfe_u32(T[2], LANE, 3, 1)                               # r // 4
@@ -188,6 +196,21 @@ class _Fp8Builder(F._Builder):
             k.v_add_u32(F.V_ADDR[1], g.lds_v[1], F.V_ADDR[0])
             k.v_add_u32(F.V_ADDR[0], g.lds_v[0], F.V_ADDR[0])
         k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32), as fa_fwd
+
+    def k_bases_swizzled(self, row, h32):
+        """K_BASES[2kk + part] = row * 128 + 16 * ((4kk + part) ^ (2 * (lane // 32) ^ k_slot_xor_fp8(row)))
+        (fa_layouts.k_read_addr_fp8_swizzled); `row` holds lane % 32, `h32` 32 * (lane // 32)."""
+        k, T = self.k, F.TMP
+        k.v_bfe_u32(T[2], row, 1, 3)                                # k_slot_xor_fp8(row)
+        k.v_lshrrev_b32(T[4], 4, h32)                               # 2 * (lane // 32)
+        k.v_xor_b32(T[2], T[2], T[4])
+        k.v_lshlrev_b32(T[2], 4, T[2])                              # 16 * lane's slot XOR
+        k.v_mul_u32_u24(T[4], self.g.k_stride, row)
+        for kk in range(2):
+            for part in range(2):
+                base = K_BASES[2 * kk + part]
+                k.v_xor_b32(base, 16 * (4 * kk + part), T[2])
+                k.v_add_u32(base, base, T[4])
 
     def v_bases_swizzled(self, row):
         """V_BASES[db] = row * v_stride + 32 * (db ^ v_chunk_xor_fp8(row)) + 16 * (g % 2) + 8c
@@ -224,10 +247,14 @@ class _Fp8Builder(F._Builder):
     def read_k_frag(self, f, slot, kbuf):
         """K fragment f of qk_frags() (two ds_read_b128: 32 bytes of one key row) into KV ring slot `slot`."""
         kb, kk = self.qk_frags()[f]
+        g = self.g
         for part in range(2):
             r = 8 * slot + 4 * part
-            self.k.ds_read_b128(self.KV[r:r + 3], F.K_ADDR[kbuf],
-                                offset=L.k_read_imm_fp8(kb, kk, part, self.g.k_stride)).lds_buffer = f"k{kbuf}"
+            if g.k_swizzle:          # base per (kk, part), buffer in the immediate
+                addr, off = K_BASES[2 * kk + part], g.lds_k[kbuf] + L.k_read_imm_fp8(kb, kk, part, g.k_stride, True)
+            else:
+                addr, off = F.K_ADDR[kbuf], L.k_read_imm_fp8(kb, kk, part, g.k_stride)
+            self.k.ds_read_b128(self.KV[r:r + 3], addr, offset=off).lds_buffer = f"k{kbuf}"
 
     def read_k_ahead(self, kbuf):
         for f in range(len(self.qk_frags())):

@@ -52,7 +52,7 @@ class Geometry:
     v_stages: int = 2                    # V LDS buffers (V_{j+v_stages-1} is DMA'd while step j reads V_j)
     elem = 2                             # bytes per Q/K/V element
     mfma_k = 16                          # d (or keys) per MFMA k-step
-    v_swizzle = False                    # fp8 only (Fp8Geometry): V rows unpadded, 32-byte chunks XOR-swizzled
+    k_swizzle = v_swizzle = False        # fp8 only (Fp8Geometry): K / V rows unpadded, XOR-swizzled
 
     @property
     def block_q(self) -> int:            # rows of Q per workgroup (aiter's ts_qo)
@@ -134,7 +134,12 @@ class Fp8Geometry(Geometry):
     k-steps of 64 (v_mfma_f32_32x32x64_f8f6f4). fp8 hd256 rows are bf16 hd128's bytes."""
     elem = 1
     mfma_k = 64
-    v_swizzle: bool = False              # V rows of d_v bytes, chunks swizzled (v_chunk_xor_fp8), not padded
+    k_swizzle: bool = False              # K rows of d_qk bytes, 16-byte slots swizzled (k_slot_xor_fp8), not padded
+    v_swizzle: bool = False              # V rows of d_v bytes, 32-byte chunks swizzled (v_chunk_xor_fp8), not padded
+
+    @property
+    def k_stride(self) -> int:
+        return self.d_qk + (0 if self.k_swizzle else 16)
 
     @property
     def v_stride(self) -> int:
@@ -143,13 +148,14 @@ class Fp8Geometry(Geometry):
 
 # hd128 V: ds_read_b64_tr_b8 has two-way bank conflicts at every 16-byte-multiple row stride
 # (v_chunk_xor_fp8), so its rows are 128 bytes with the 32-byte chunks XOR-swizzled: conflict-free,
-# and 8 DMA chunks per tile (one per wave) instead of 9
-FP8_HD128 = Fp8Geometry(128, 8, 128, v_swizzle=True)
+# and 8 DMA chunks per tile (one per wave) instead of 9; K likewise (k_slot_xor_fp8), so each wave
+# issues one K and one V DMA per step and none is a dump
+FP8_HD128 = Fp8Geometry(128, 8, 128, k_swizzle=True, v_swizzle=True)
 FP8_HD256 = Fp8Geometry(256, 8, 256)
 FP8_GEOMETRY = {128: FP8_HD128, 256: FP8_HD256}
 for _g in list(GEOMETRY.values()) + list(FP8_GEOMETRY.values()):
-    assert (_g.k_stride // 4) % 8 == 4 and BLOCK_K * _g.k_stride % DMA_CHUNK == 0
-    assert _g.k_slots in DIV_MAGIC and (_g.v_slots in DIV_MAGIC or _g.v_swizzle)
+    assert _g.k_swizzle or (_g.k_stride // 4) % 8 == 4 and _g.k_slots in DIV_MAGIC
+    assert BLOCK_K * _g.k_stride % DMA_CHUNK == 0 and (_g.v_slots in DIV_MAGIC or _g.v_swizzle)
 
 # The d-128 geometry under its historical names.
 HEAD_DIM = HD128.d_qk
@@ -268,8 +274,25 @@ def k_read_addr_fp8(lane, k_stride: int):
     return (lane % 32) * k_stride + 32 * (lane // 32)
 
 
-def k_read_imm_fp8(kb: int, kk: int, part: int, k_stride: int) -> int:
-    return 32 * kb * k_stride + 64 * kk + 16 * part
+def k_read_imm_fp8(kb: int, kk: int, part: int, k_stride: int, swizzle: bool = False) -> int:
+    return 32 * kb * k_stride + (0 if swizzle else 64 * kk + 16 * part)
+
+
+def k_slot_xor_fp8(row):
+    """Swizzled fp8 K (Fp8Geometry.k_swizzle, 128-byte rows): global 16-byte column c of row `row`
+    sits at LDS slot c ^ ((row >> 1) & 7).  A ds_read_b128 serves 16 lanes together, rows r0..r0+15
+    at one column; at 128-byte rows the 8 even (and the 8 odd) rows collided on one 4-bank group;
+    their bits 1-3 are distinct, so now they use 8 distinct slots."""
+    return (np.asarray(row) >> 1) & 7
+
+
+def k_read_addr_fp8_swizzled(lane, kk: int, part: int, k_stride: int = 128):
+    """Swizzled K read base for (kk, part): row lane%32 (+ 32 kb, which keeps bits 1-3: an immediate),
+    global column 4kk + 2*(lane//32) + part at slot column ^ k_slot_xor_fp8(row); the column's bits
+    are disjoint, so the (kk, part) bits XOR in separately: one base per (kk, part)."""
+    lane = np.asarray(lane)
+    row = lane % 32
+    return row * k_stride + 16 * ((4 * kk + 2 * (lane // 32) + part) ^ k_slot_xor_fp8(row))
 
 
 def p_key_fp8(v: int) -> int:
@@ -314,12 +337,17 @@ def v_read_imm_fp8(db: int, t: int, v_stride: int, swizzle: bool = False) -> int
     return V_TR_ROWS_FP8[t] * v_stride + (0 if swizzle else 32 * db)
 
 
-def dma_slot_swizzled(lane, chunk: int, slots_per_row: int = 8):
-    """(row, 16-byte column) of global V that lane writes in a chunk of the swizzled fp8 layout:
-    LDS slot s of row r holds global column s ^ 2*v_chunk_xor_fp8(r) (an XOR is its own inverse)."""
+def slot_xor_fp8(tensor: str, row):
+    """16-byte slot XOR of a row of the swizzled fp8 K or V tile."""
+    return k_slot_xor_fp8(row) if tensor == "k" else 2 * v_chunk_xor_fp8(row)
+
+
+def dma_slot_swizzled(lane, chunk: int, tensor: str = "v", slots_per_row: int = 8):
+    """(row, 16-byte column) of global K/V that lane writes in a chunk of the swizzled fp8 layout:
+    LDS slot s of row r holds global column s ^ slot_xor_fp8(tensor, r) (an XOR is its own inverse)."""
     t = 64 * chunk + np.asarray(lane)
     row = t // slots_per_row
-    return row, (t % slots_per_row) ^ (2 * v_chunk_xor_fp8(row))
+    return row, (t % slots_per_row) ^ slot_xor_fp8(tensor, row)
 
 
 # ---- number formats ---------------------------------------------------------------------------
