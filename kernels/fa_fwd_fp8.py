@@ -241,6 +241,16 @@ class _Fp8Builder(F._Builder):
     K_AHEAD = 8         # ... after it all 4 K fragments of the next Q·Kᵀ (8 ds_read_b128) into KV slots 0-3
     SPLIT_BUDGET = (60, 60)     # VALU-port cycles of softmax per 64-cycle (16-pass) MFMA, 4 of them its issue
 
+    K_SPREAD = 3        # softmax instructions after each K fragment read after the step's barrier
+    _k_spread = None
+
+    def step_barrier(self, kbuf):
+        """fa_fwd.step_barrier without its K reads: pv_cluster issues them between softmax instructions,
+        so the 8 waves leaving the barrier together do not queue 8 reads each on the LDS back to back."""
+        self.k.s_waitcnt(vmcnt=self.in_flight, lgkmcnt=0)
+        self.k.s_barrier()
+        self._k_spread = kbuf
+
     def qk_frags(self):
         return [(kb, kk) for kk in range(self.g.k_steps) for kb in range(2)]
 
@@ -323,6 +333,11 @@ class _Fp8Builder(F._Builder):
                 self.feed(softmax, budget, start=db == 0)
             if hook and db == hook[0]:
                 hook[1]()
+        kbuf, self._k_spread = self._k_spread, None
+        if kbuf is not None:             # step_barrier's K reads, each fragment followed by softmax
+            for f in range(len(self.qk_frags())):
+                self.read_k_frag(f, f, kbuf)
+                self.fill(softmax, self.K_SPREAD)
         for _ in softmax or ():
             pass
         if self.setprio:
