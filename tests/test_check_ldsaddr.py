@@ -116,9 +116,11 @@ def test_ds_and_dma_footprints_and_relations():
     dma = 5
     r2, r1, nb, wr = range(10, 14)
     assert a.relation(dma, r2) == "overlap"
-    assert a.relation(dma, r1) == "disjoint" and a.relation(dma, r1, same_wave=False) == "overlap"
-    assert a.relation(dma, nb) == "disjoint" and a.relation(dma, nb, same_wave=False) == "overlap"
+    assert a.relation(dma, r1) == "disjoint" and a.relation(dma, r1, waves="any") == "overlap"
+    assert a.relation(dma, nb) == "disjoint" and a.relation(dma, nb, waves="any") == "overlap"
     assert a.relation(dma, wr) == "unknown"
+    assert a.relation(dma, r2, waves="other") == "disjoint"         # only its own wave's bytes
+    assert a.relation(dma, r1, waves="other") == a.relation(dma, nb, waves="other") == "overlap"
     f = a.footprint(dma)
     (s, e, _), = f.alts
     for w in range(4):
@@ -160,6 +162,29 @@ def test_waitcnt_verdicts_follow_the_ranges():
                     block=128) == [("lds_write_before_barrier", "error"), ("lds_dma_read", "error")]
     assert findings(base + ["s_barrier", "ds_read_b32 v4, v3 offset:256", "s_waitcnt vmcnt(0) lgkmcnt(0)",
                             "s_endpgm"], block=128) == []
+
+
+def test_a_barrier_orders_waves_a_waves_own_ds_accesses_are_in_order():
+    # each thread writes 4 bytes at 4 * tid and reads after the barrier with no lgkmcnt wait:
+    # its own bytes (same wave: DS ops of a wave execute in order, nothing to wait for), or the
+    # next wave's (another wave's write may still be in flight: AMDGPUUsage, memory model GFX942,
+    # lgkmcnt(0) "between wavefronts of a work-group, but not between operations performed by the
+    # same wavefront")
+    def lines(read_offset, lane_xor=0):
+        return ["v_lshlrev_b32 v1, 2, v0", "v_xor_b32 v4, v0, " + str(lane_xor), "v_lshlrev_b32 v4, 2, v4",
+                "ds_write_b32 v1, v2", "s_barrier",
+                f"ds_read_b32 v3, v4 offset:{read_offset}", "s_waitcnt lgkmcnt(0)", "s_endpgm"]
+    assert findings(lines(0), block=256) == []
+    assert findings(lines(0), block=64) == []
+    assert findings(lines(0, lane_xor=1), block=256) == []      # the neighbour lane's bytes: same wave
+    assert findings(lines(256), block=256) == [("lds_write_before_barrier", "error")]   # the next wave's
+    assert findings(lines(0, lane_xor=64), block=256) == [("lds_write_before_barrier", "error")]
+    assert findings(lines(256), block=64) == []                 # one wave: no next wave
+    items, a = analyse(lines(256)[:-1], block=256)
+    assert a.relation(3, 5, waves="same") == "disjoint" and a.relation(3, 5, waves="other") == "overlap"
+    items, a = analyse(lines(0)[:-1], block=256)
+    assert a.relation(3, 5, waves="same") == "overlap" and a.relation(3, 5, waves="other") == "disjoint"
+    assert a.relation(3, 5, waves="any") == "overlap"
 
 
 def test_a_dma_in_flight_on_some_paths_only_is_unproven():

@@ -16,9 +16,11 @@ From those values:
   M0[17:0] + inst_offset + L*size (notes §3.3; size 16 for dwordx3/x4, else 4);
 * a `ds_*` op touches addr + offset (+ offset0/offset1 scaled for read2/write2), modulo 2^32.
 
-`relation(a, b)` compares two footprints wave by wave (`same_wave`: the checker's per-wave
-counters) or any wave against any wave (barriers: another wave reads what this one writes) and
-answers "disjoint" (proven), "overlap" (known ranges meet) or "unknown" (a range is not known,
+`relation(a, b, waves)` compares two footprints wave by wave (`waves="same"`: the checker's
+per-wave counters), any wave against any wave ("any": author tags), or each wave against the
+*other* waves ("other": a barrier orders waves, while one wave's own DS accesses execute in order
+-- AMDGPUUsage, memory model GFX942: lgkmcnt(0) is needed "between wavefronts of a work-group, but
+not between operations performed by the same wavefront") and answers "disjoint" (proven), "overlap" (known ranges meet) or "unknown" (a range is not known,
 or only some of the alternatives meet).
 """
 from __future__ import annotations
@@ -180,6 +182,18 @@ def _meet(a, b) -> bool:
     k = np.searchsorted(s1, e2, side="left") - 1
     ok = k >= 0
     return bool(np.any(m1[k[ok]] > s2[ok]))
+
+
+def _meet_other_waves(a, b) -> bool:
+    """Does an interval of some wave w in a (starts, ends per wave) meet an interval of a wave
+    other than w in b?"""
+    (sa, ea), (sb, eb) = a, b
+    for w in range(sa.shape[0]):
+        rest = np.arange(sb.shape[0]) != w
+        if rest.any() and _meet(Footprint([(sa[w:w + 1], ea[w:w + 1])]).flat[0],
+                                Footprint([(sb[rest].reshape(1, -1), eb[rest].reshape(1, -1))]).flat[0]):
+            return True
+    return False
 
 
 class LdsAddressAnalysis:
@@ -427,15 +441,18 @@ class LdsAddressAnalysis:
                 self.foot[i] = Footprint(alts)
         return self.foot[i]
 
-    def relation(self, a: int, b: int, same_wave: bool = True, past_scratch: bool = False) -> str:
-        """'disjoint', 'overlap' or 'unknown' for the LDS bytes of items a and b (past_scratch:
+    def relation(self, a: int, b: int, waves: str = "same", past_scratch: bool = False) -> str:
+        """'disjoint', 'overlap' or 'unknown' for the LDS bytes of items a and b, compared within
+        each wave, across "any" two waves, or each wave against the "other" waves (past_scratch:
         leaving out the declared scratch bytes)."""
-        key = (a, b, same_wave, past_scratch)
+        if waves not in ("same", "any", "other"):
+            raise ValueError(f"waves is 'same', 'any' or 'other', not {waves!r}")
+        key = (a, b, waves, past_scratch)
         if key not in self._rel:
-            self._rel[key] = self._relation(a, b, same_wave, past_scratch)
+            self._rel[key] = self._relation(a, b, waves, past_scratch)
         return self._rel[key]
 
-    def _relation(self, a, b, same_wave, past_scratch=False) -> str:
+    def _relation(self, a, b, waves, past_scratch=False) -> str:
         fa, fb = self.footprint(a), self.footprint(b)
         if fa is None or fb is None:
             return "unknown"
@@ -445,9 +462,11 @@ class LdsAddressAnalysis:
                 if ba is not None and bb is not None and ba[0] < bb[1] and bb[0] < ba[1]]
         if not near:
             return "disjoint"
-        if not same_wave:
-            fa, fb = fa.union_waves(), fb.union_waves()
-        if not any(_meet(fa.flat[x], fb.flat[y]) for x, y in near):
+        ua, ub = (fa, fb) if waves == "same" else (fa.union_waves(), fb.union_waves())
+        near = [(x, y) for x, y in near if _meet(ua.flat[x], ub.flat[y])]
+        if waves == "other":        # only the pairs that meet across waves (rare: checked last)
+            near = [(x, y) for x, y in near if _meet_other_waves(fa.raw[x], fb.raw[y])]
+        if not near:
             return "disjoint"
         return "overlap" if len(fa.raw) * len(fb.raw) == 1 else "unknown"
 

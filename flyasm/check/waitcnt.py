@@ -15,12 +15,14 @@ Model (notes §3.4, CDNA4 ISA 4.4):
 * Store data is read at issue: overwriting a store's data VGPRs is not a wait-counter matter (the
   2-wait-state row 27 hazard covers wide VMEM stores, see hazards.py); DS and SMEM stores likewise.
 * `s_barrier` does not wait (gfx950 `hasAutoWaitcntBeforeBarrier` not assumed): an LDS write or
-  LDS-DMA still outstanding at a barrier is a finding when LDS is read after the barrier.
+  LDS-DMA still outstanding at a barrier is a finding when another wave reads it after the barrier
+  (LLVM's memory model waits lgkmcnt(0) / vmcnt(0) there for a workgroup release fence).
 * LDS ranges (ldsaddr.py): an in-flight LDS-DMA (or DS write at a barrier) and a DS access
   conflict only if their byte ranges may meet. Ranges that meet give an "error" finding, ranges
   the value analysis cannot compute (or only some alternatives of which meet) an "unproven" one,
   proven-disjoint ranges nothing. Same-wave conflicts compare wave by wave; a barrier compares
-  this wave's in-flight write with every wave's reads up to the next barrier.
+  this wave's in-flight write with the *other* waves' reads up to the next barrier (a wave's own
+  DS accesses execute in order, and its own read of a DMA in flight is `lds_dma_read`'s).
 * `lds_buffer` tags (author annotations) are assertions, not facts: `check_lds_tags` reports two
   differently tagged accesses whose proven ranges meet.
 
@@ -275,7 +277,7 @@ def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None
             return lds.relation(o.index, idx), idx
         unknown = None           # the first reader that meets, else the first one not proven apart
         for r in readers_before_next_barrier(idx):
-            rel = lds.relation(o.index, r, same_wave=False)
+            rel = lds.relation(o.index, r, waves="other")
             if rel == "overlap":
                 return rel, r
             if rel == "unknown" and unknown is None:
@@ -346,7 +348,7 @@ def check_lds_tags(items: list, lds: LdsAddressAnalysis) -> list[Finding]:
     for n, a in enumerate(tags):
         for b in tags[n + 1:]:
             pair = next(((i, j) for i in by_tag[a] for j in by_tag[b]
-                         if lds.relation(i, j, same_wave=False, past_scratch=True) == "overlap"), None)
+                         if lds.relation(i, j, waves="any", past_scratch=True) == "overlap"), None)
             if pair is None:
                 continue
             i, j = pair
