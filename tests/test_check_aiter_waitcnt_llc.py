@@ -1,14 +1,18 @@
 """The checker's definite wait-counter findings on aiter's shipped kernels (vm_raw, vm_waw, lgkm_raw)
 are ones LLVM's own SIInsertWaitcnts would also fix.
 
-For one real finding per rule and family, the window from the load to the instruction that uses
-(or overwrites) its result is written as MIR with what decides the counters kept: the load, every
-operation counting on vmcnt or lgkmcnt in between (as a load of the same kind into a register the
-consumer does not touch: a counter counts operations, in order), every `s_waitcnt` in between as
-written, and the consumer (a VALU reading, or writing, the loaded register). `llc
--run-pass=si-insert-waitcnts` (gfx950) must put a wait on the same counter right before the
-consumer whose count retires the load: at most the count our finding proposes (LLVM may be more
-conservative, never less)."""
+For one real finding per rule and family, and one per distinct pattern of the vm_raw findings on pa
+and mla (whose windows run 19-31 VMEM ops, across forward branches and the loop back edge), the
+kernel is reduced to what decides its wait counters and written as one MIR function with its own
+basic blocks, branches and back edges (oracles/waitcnt_probes.skeleton_probe): the finding's load,
+every other operation counting on vmcnt or lgkmcnt (as a load of the same kind into a register
+nothing reads: a counter counts operations, in order), every `s_waitcnt` as written, and the
+consumer (a VALU reading, or writing, the loaded register). `llc -run-pass=si-insert-waitcnts`
+(gfx950) is a fixed point over that CFG from the kernel's entry. The same skeleton with a consumer
+that touches nothing loaded is the control: every wait llc puts into the probe and not into the
+control is one the consumer alone causes. There must be exactly one, right before the consumer, on
+the finding's counter, asking the same count our finding proposes (for the vm_raw patterns) or at
+most it (LLVM may be more conservative, never less)."""
 from __future__ import annotations
 
 import sys
@@ -16,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from flyasm.isa.operands import Waitcnt
+from flyasm.check.cfg import build_cfg, is_label
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oracles import waitcnt_probes as wp  # noqa: E402
@@ -33,60 +37,70 @@ PAIRS = [
     ("lgkm_raw", "fmoe/fmoe_fp8_blockscale_g1u1_novs_subGU_256.co"),
     ("lgkm_raw", "mla/MLA_A16W16_1TG_4W_16mx4_32nx1_Coex0_Msk1_QH16.co"),
 ]
-LOADED = 20          # the probe's load writes v20 (or s20); fillers write v30+ / s30+
+# The vm_raw findings on pa (192) and mla (36), one per distinct pattern and window shape:
+# pa: `buffer_load_dword vN` (the kernel's per-block value) read by `v_mov_b32_dpp vX, vN
+# row_newbcast:K` 31 VMEM ops later; mla: `buffer_load_dword v22..v25` (page indices) read by
+# `v_mul_*_u32* v32, vN, s68` 19 VMEM ops later, the load issued in the previous loop iteration.
+PATTERNS = [
+    ("pa/pa_bf16_noquant_gqa16_1tg_4w.co", "straight"),
+    ("pa/pa_fp16_noquant_gqa8_1tg_4w_mtp_msk1.co", "branches"),
+    ("mla/MLA_A16W16_1TG_4W_16mx4_32nx1_Coex0_Msk1_QH16.co", "back_edge"),
+    ("mla/mla_a16w16_qh64_qseqlen1_gqaratio64_lse_v3_ps.co", "back_edge"),
+]
 
 
-def _waitcnt(w: Waitcnt) -> wp.I:
-    vm = wp.VM_MAX if w.vmcnt is None else w.vmcnt
-    exp = wp.EXP_MAX if w.expcnt is None else w.expcnt
-    lgkm = wp.LGKM_MAX if w.lgkmcnt is None else w.lgkmcnt
-    imm = (vm & 0xF) | (vm >> 4) << 14 | exp << 4 | lgkm << 8
-    return wp.I(f"s_waitcnt {w}", f"S_WAITCNT {imm}")
-
-
-def _as_load(ins, dest: int) -> wp.I | None:
-    """A load on the same counter as ins (None: ins counts on neither)."""
-    if ins.counter == "vm":
-        return wp.buffer_load(dest, 1)
-    if ins.counter == "lgkm":
-        return wp.ds_read(dest, 1)
-    if ins.counter == "lgkm_smem":
-        return wp.s_load(dest, 1)
-    return None
-
-
-def window_probe(items, f, name: str) -> wp.WaitProbe | None:
+def window_shape(items, f) -> str:
+    """'back_edge' (the load comes later in the code: the consumer sees it around the loop),
+    'branches' (labels or branches between them), else 'straight'."""
     lo, hi = f.producer.index, f.consumer.index
-    window = items[lo:hi + 1]
-    if lo >= hi or any(isinstance(x, str) for x in window) or any(x.name.startswith(("s_cbranch", "s_branch"))
-                                                      for x in window[:-1]):
-        return None                                  # one straight block only
-    prod = _as_load(window[0], LOADED)
-    if prod is None or window[0].counter == "lgkm_smem":
+    if lo > hi:
+        return "back_edge"
+    inside = items[lo + 1:hi]
+    return "branches" if any(is_label(x) or x.name.startswith(("s_branch", "s_cbranch")) for x in inside) else "straight"
+
+
+def _skeleton(items, f, name: str) -> tuple[wp.WaitProbe, wp.WaitProbe] | None:
+    cfg = build_cfg(items)
+    waw = f.rule.endswith("_waw")
+    p = wp.skeleton_probe(items, cfg, f.producer.index, f.consumer.index, name, overwrite=waw)
+    if p is None:
         return None
-    body, filler = [prod], 30
-    for x in window[1:-1]:
-        if x.name == "s_waitcnt":
-            body.append(_waitcnt(x.operands[0] if x.operands else Waitcnt()))
-        elif (ld := _as_load(x, filler)) is not None:
-            body.append(ld)
-            filler += 1
-            if filler > 90:
-                return None
-    body.append(wp.v_add(100, LOADED, 101) if f.rule.endswith("_raw") else wp.v_mov(LOADED, "v101"))
-    body.append(wp.S_ENDPGM)
-    asm = tuple(i.asm for i in body if not i.asm.startswith("s_waitcnt"))
-    return wp.WaitProbe(name, "straight", asm, wp.mir_function(name, body))
+    return p, wp.skeleton_probe(items, cfg, f.producer.index, f.consumer.index, name + "_control", control=True)
+
+
+def _llc_verdicts(pairs, tmp_path) -> dict:
+    """{probe name: [(position, vmcnt, lgkmcnt)] of the waits the consumer alone causes, consumer position}."""
+    got = wp.llc_raw([x for pc in pairs for x in pc], cache_dir=tmp_path)
+    return {p.name: (wp.consumer_waits(p, c, got), wp.consumer_position(p)) for p, c in pairs}
 
 
 @pytest.mark.slow       # checks one sample kernel per pair (seconds each) and runs llc
 def test_llc_waits_where_our_definite_wait_findings_are(tmp_path):
-    probes, asked = first_probes(PAIRS, lambda rel: checked(SHARED / rel), window_probe, "aiter_wait")
-    got = wp.llc_waits(probes, cache_dir=tmp_path)
-    for p in probes:
+    probes, asked = first_probes(PAIRS, lambda rel: checked(SHARED / rel), _skeleton, "aiter_wait")
+    verdicts = _llc_verdicts(probes, tmp_path)
+    for p, _ in probes:
         f = asked[p.name]
-        vm, lgkm = got[p.name][-2]                      # the wait right before the consumer
-        ours = f.needed
+        caused, at = verdicts[p.name]
+        assert [k for k, *_ in caused] == [at], (f.message, caused)
+        _, vm, lgkm = caused[0]
         theirs = vm if f.rule.startswith("vm") else lgkm
-        assert theirs is not None, (f.message, p.asm)
-        assert theirs <= ours, (f.message, theirs)
+        assert theirs is not None and theirs <= f.needed, (f.message, caused)
+
+
+@pytest.mark.slow       # checks four sample kernels (~10 s each) and runs llc on their skeletons
+def test_llc_asks_our_vmcnt_on_every_pa_and_mla_vm_raw_pattern(tmp_path):
+    pairs, asked = [], {}
+    for n, (rel, shape) in enumerate(PATTERNS):
+        items, found = checked(SHARED / rel)
+        mine = [f for f in found if f.rule == "vm_raw" and f.severity == "error" and window_shape(items, f) == shape]
+        assert mine, f"no {shape} vm_raw finding on {rel}"
+        f = mine[0]
+        pc = _skeleton(items, f, f"pattern{n}_{shape}")
+        assert pc is not None, f.message
+        pairs.append(pc)
+        asked[pc[0].name] = f
+    verdicts = _llc_verdicts(pairs, tmp_path)
+    for p, _ in pairs:
+        f = asked[p.name]
+        caused, at = verdicts[p.name]
+        assert [(k, vm) for k, vm, _ in caused] == [(at, f.needed)], (f.message, caused)

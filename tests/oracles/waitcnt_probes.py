@@ -397,6 +397,104 @@ def _probe(name: str, shape: str, items: list) -> WaitProbe:
 
 
 # --------------------------------------------------------------------------------------------
+# A real kernel's counter skeleton (judging the checker's findings on foreign code)
+# --------------------------------------------------------------------------------------------
+
+LOADED = 20                    # the judged load writes v20; its consumer reads it
+CONSUMER = v_add(100, LOADED, 101)
+OVERWRITE = v_mov(LOADED, "v101")
+CONTROL = v_add(100, 101, 101)     # a consumer touching nothing loaded
+_FILL = {"vm": (30, 70), "lgkm": (102, 150), "lgkm_smem": (40, 60)}   # (first, how many) filler registers
+
+
+def waitcnt(vm: int | None = None, lgkm: int | None = None, exp: int | None = None) -> I:
+    """An `s_waitcnt` as written (None: that counter not waited)."""
+    vm = VM_MAX if vm is None else vm
+    exp = EXP_MAX if exp is None else exp
+    lgkm = LGKM_MAX if lgkm is None else lgkm
+    imm = (vm & 0xF) | (vm >> 4) << 14 | exp << 4 | lgkm << 8
+    return I(waitcnt_text(vm if vm < VM_MAX else None, lgkm if lgkm < LGKM_MAX else None), f"S_WAITCNT {imm}")
+
+
+def _counted(counter: str, reg: int) -> I | None:
+    """An operation on the same counter(s) as a `counter` op, writing `reg` (None: counts on none)."""
+    if counter == "vm":
+        return buffer_load(reg, 1)
+    if counter == "lgkm":
+        return ds_read(reg, 1)
+    if counter == "lgkm_smem":
+        return s_load(reg, 1)
+    if counter == "vm+lgkm":
+        return flat_load(reg, 1)
+    return None
+
+
+def skeleton_probe(items, cfg, producer: int, consumer: int, name: str, *, control: bool = False,
+                   overwrite: bool = False) -> WaitProbe | None:
+    """A flyasm program (`items`, its `cfg`: flyasm.check.cfg) reduced to what decides its wait
+    counters, as one MIR function with the program's basic blocks, branches and loop back edges:
+    the load at item `producer` writes v20, item `consumer` becomes a VALU reading v20
+    (`overwrite`: writing it; `control`: touching nothing loaded), every other op that counts becomes a load on the same counter(s)
+    into a register nothing reads (rotating over enough registers that the counter limit retires
+    one before it is reused), every `s_waitcnt` stays as written, everything else goes. LLVM's
+    SIInsertWaitcnts, a fixed point over that CFG, then decides the wait the consumer needs on
+    every path from the kernel's entry. None when the producer is not a VGPR/AGPR load on vmcnt or
+    lgkmcnt."""
+    from flyasm.check.cfg import ENDS, branch_target
+    from flyasm.isa.operands import Waitcnt
+    first = items[producer]
+    if first.counter not in ("vm", "lgkm") or first.is_lds_dma or not any(r[0] in "va" for r in first.writes):
+        return None                                       # (an AGPR load is judged as a VGPR one)
+    out: list = []
+    used = {c: 0 for c in _FILL}
+    for b in cfg.blocks:
+        if b.id:
+            out.append(L(b.id))
+        for i in b.insts:
+            ins = items[i]
+            if i == producer:
+                out.append(_counted(ins.counter, LOADED))
+            elif i == consumer:
+                out.append(CONTROL if control else OVERWRITE if overwrite else CONSUMER)
+            elif ins.name == "s_waitcnt":
+                w = ins.operands[0] if ins.operands and isinstance(ins.operands[0], Waitcnt) else Waitcnt()
+                out.append(waitcnt(w.vmcnt, w.lgkmcnt, w.expcnt))
+            elif ins.counter in _FILL or ins.counter == "vm+lgkm":
+                c = "vm" if ins.counter == "vm+lgkm" else ins.counter
+                lo, n = _FILL[c]
+                out.append(_counted(ins.counter, lo + used[c] % n))
+                used[c] += 1
+            elif ins.name in ENDS:
+                out.append(S_ENDPGM)
+            elif ins.name == "s_branch" or ins.name.startswith("s_cbranch_"):
+                t = cfg.label_block.get(branch_target(ins))
+                if t is not None and ins.name == "s_branch":
+                    out.append(s_branch(t))
+                elif t is not None:                       # which condition does not matter here
+                    out += [S_CMP, s_cbranch("scc1", t)]
+    if not out or not out[-1].mir.startswith(("S_ENDPGM", "S_BRANCH")):
+        out.append(S_ENDPGM)                              # no block falls off the function
+    asm = tuple(f".LBB0_{it.n}:" if isinstance(it, L) else it.asm for it in out
+                if isinstance(it, L) or not it.mir.startswith("S_WAITCNT"))   # llc folds waits into the next
+    return WaitProbe(name, "kernel", asm, mir_function(name, out))
+
+
+def consumer_position(p: WaitProbe) -> int:
+    """Index of a skeleton probe's consumer among its instructions (llc's output has one entry each)."""
+    return next(k for k, x in enumerate(p.instructions) if x in (CONSUMER.asm, OVERWRITE.asm, CONTROL.asm))
+
+
+def consumer_waits(p: WaitProbe, control: WaitProbe, got: dict) -> list[tuple[int, int | None, int | None]]:
+    """The waits llc put into probe `p` and not into its `control` (same skeleton, consumer reading
+    nothing loaded): [(instruction position, vmcnt, lgkmcnt)], the waits the consumer alone causes,
+    wherever LLVM placed them (right before it, or hoisted into a loop preheader)."""
+    a, b = got[p.name], got[control.name]
+    if len(a) != len(b):
+        raise HazardOracleError(f"{p.name}: {len(a)} instructions, its control {len(b)}")
+    return [(k, x[1], x[2]) for k, (x, y) in enumerate(zip(a, b)) if x != y]
+
+
+# --------------------------------------------------------------------------------------------
 # llc
 # --------------------------------------------------------------------------------------------
 
