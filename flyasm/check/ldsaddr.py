@@ -190,8 +190,14 @@ def _meet_other_waves(a, b) -> bool:
     (sa, ea), (sb, eb) = a, b
     for w in range(sa.shape[0]):
         rest = np.arange(sb.shape[0]) != w
-        if rest.any() and _meet(Footprint([(sa[w:w + 1], ea[w:w + 1])]).flat[0],
-                                Footprint([(sb[rest].reshape(1, -1), eb[rest].reshape(1, -1))]).flat[0]):
+        s2, e2 = sb[rest].ravel(), eb[rest].ravel()
+        o = np.argsort(s2, kind="stable")
+        s2, m2 = s2[o], np.maximum.accumulate(e2[o])
+        # as in _meet: the other waves' intervals starting before each end must reach past its start
+        # (an empty [-1, -1) interval starts before nothing and ends before every start)
+        k = np.searchsorted(s2, ea[w], side="left") - 1
+        ok = k >= 0
+        if np.any(m2[k[ok]] > sa[w][ok]):
             return True
     return False
 
