@@ -237,11 +237,14 @@ class _Fp8Builder(F._Builder):
         self.k.s_nop(6)              # 16-pass MFMA D -> the first step's mask (VALU) needs 20 wait states
 
     # ---- clusters -----------------------------------------------------------------------------
-    PV_BARRIER = 3      # split loop: the barrier follows the last P·V MFMA (CU model: 1648 vs 1579 TFLOPS after MFMA 2)
+    PV_BARRIER = 3      # split loop: the barrier follows the last P·V MFMA (CU model, K_SPREAD 3: 1714 vs 1651 TFLOPS after MFMA 2)
     K_AHEAD = 8         # ... after it all 4 K fragments of the next Q·Kᵀ (8 ds_read_b128) into KV slots 0-3
-    SPLIT_BUDGET = (60, 60)     # VALU-port cycles of softmax per 64-cycle (16-pass) MFMA, 4 of them its issue
+    # VALU-port cycles of softmax per 64-cycle (16-pass) MFMA under Q·Kᵀ and under P·V, 4 of them its
+    # issue; more under P·V leaves fewer exps after the barrier (CU model, K_SPREAD 4: P·V 60 -> 1662,
+    # 72 -> 1747, 76 -> 1768, 80 -> 1765 TFLOPS; benchmarks/fa_fp8_model.md)
+    SPLIT_BUDGET = (60, 76)
 
-    K_SPREAD = 3        # softmax instructions after each K fragment read after the step's barrier
+    K_SPREAD = 4        # softmax instructions after each K fragment read after the step's barrier (an int or one per fragment)
     _k_spread = None
 
     def step_barrier(self, kbuf):
@@ -337,7 +340,7 @@ class _Fp8Builder(F._Builder):
         if kbuf is not None:             # step_barrier's K reads, each fragment followed by softmax
             for f in range(len(self.qk_frags())):
                 self.read_k_frag(f, f, kbuf)
-                self.fill(softmax, self.K_SPREAD)
+                self.fill(softmax, self.K_SPREAD[f] if isinstance(self.K_SPREAD, tuple) else self.K_SPREAD)
         for _ in softmax or ():
             pass
         if self.setprio:
