@@ -102,8 +102,11 @@ TOL = {"bf16": 1e-2, "f16": 2.5e-3}
 
 
 def verify(kernel, seed, dtype="bf16", causal=False, num_heads=64, num_kv_heads=64, aiter_args=True,
-           q_prescale=False, stagger=False, **_):
-    """The variant in the emulator at Sq=VERIFY_SQ, Sk=VERIFY_SK against fa_fwd.reference()."""
+           q_prescale=False, stagger=False, align=None, **_):
+    """The variant in the emulator at Sq=VERIFY_SQ, Sk=VERIFY_SK against fa_fwd.reference(), with the
+    kernel's causal diagonal (build()'s default: bottom-right with aiter_args; Sq != Sk here, so the
+    two alignments differ)."""
+    align = align or ("bottom_right" if aiter_args else "top_left")
     import torch
     g = torch.Generator().manual_seed(seed)
     tdt = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
@@ -111,8 +114,8 @@ def verify(kernel, seed, dtype="bf16", causal=False, num_heads=64, num_kv_heads=
     q = torch.randn(1, gqa, VERIFY_SQ, 128, generator=g).to(tdt)
     k, v = (torch.randn(1, 1, VERIFY_SK, 128, generator=g).to(tdt) for _ in range(2))
     out, lse = fa_fwd.run(q, k, v, causal=causal, kernel=kernel, aiter_args=aiter_args, q_prescale=q_prescale,
-                          stagger=stagger)           # out and lse start as NaN (poisoned) inside run()
-    ref, ref_lse = fa_fwd.reference(q, k, v, causal=causal)
+                          stagger=stagger, align=align)   # out and lse start as NaN (poisoned) inside run()
+    ref, ref_lse = fa_fwd.reference(q, k, v, causal=causal, align=align)
     tol = TOL[dtype]
     lse_tol = tol if q_prescale else 1e-4
     err = (out.float() - ref).abs()
@@ -149,6 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--model", default="static")
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".md")))
+    ap.add_argument("--grid", action="append", help="these grids only (default: the model's two)")
     args = ap.parse_args(argv)
     import subprocess
     rev = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
@@ -160,7 +164,7 @@ def main(argv=None) -> int:
              f"Regenerate: `python benchmarks/sweep_fa_fwd.py --top {args.top} --jobs {args.jobs} "
              f"--model {args.model}` (cached by content: a rerun only builds what changed).", ""]
     ap_grids = ("ONE_OFF_NOMASK", "ONE_OFF_CAUSAL") if args.model == "perf" else ("LEVERS_NOMASK", "LEVERS_CAUSAL")
-    for grid in ap_grids:
+    for grid in args.grid or ap_grids:
         res = run_sweep(f"{__file__}:{grid}", None, top=args.top, jobs=args.jobs, model=args.model)
         shown = res.rows[:args.top] + [r for r in res.rows[args.top:] if r.default]
         head, body = table_rows(shown)
