@@ -150,9 +150,10 @@ def test_scale_loops_matches_the_longer_run():
     assert np.array_equal(scaled["pc"], long_["pc"])
 
 
-def _pipelined_kernel():
+def _pipelined_kernel(body: int = 1):
     """One MFMA peeled into the prologue (as software-pipelined GEMMs do), then n-1 loop iterations of
-    one MFMA each: n MFMAs of work in all."""
+    `body` dependent 16x16x32 bf16 MFMAs each (4 passes, 16 cycles: notes §1.2): 1 + body (n-1) MFMAs
+    of work in all, back to back on one wave's pipe."""
     k = Kernel("pipe", block=64)
     n = k.arg("n", "u32")
     k.s_load_dword(s[8], k.kernarg_ptr, n.offset)
@@ -160,7 +161,8 @@ def _pipelined_kernel():
     k.v_mfma_f32_16x16x32_bf16(v[0:3], v[64:67], v[68:71], v[0:3])
     k.s_sub_u32(s[8], s[8], 1)
     k.label("top")
-    k.v_mfma_f32_16x16x32_bf16(v[0:3], v[64:67], v[68:71], v[0:3])
+    for _ in range(body):
+        k.v_mfma_f32_16x16x32_bf16(v[0:3], v[64:67], v[68:71], v[0:3])
     k.s_sub_u32(s[8], s[8], 1)
     k.s_cmp_lg_u32(s[8], 0)
     k.s_cbranch_scc1("top")
@@ -205,48 +207,30 @@ def test_clock_falls_as_more_cus_are_busy():
     assert half.us == pytest.approx(half.cycles / (PARAMS.clock_ghz * 1e3 * 0.75))
 
 
-def _two_mfma_body_kernel():
-    """One MFMA before the loop, then n iterations of two dependent 32x32x16 bf16 MFMAs (8 passes, 32
-    cycles each, notes §1.2): 1 + 2n MFMAs of work, back to back on one wave's pipe."""
-    k = Kernel("body2", block=64)
-    n = k.arg("n", "u32")
-    k.s_load_dword(s[8], k.kernarg_ptr, n.offset)
-    k.s_waitcnt(lgkmcnt=0)
-    k.v_mfma_f32_32x32x16_bf16(v[0:15], v[64:67], v[68:71], v[0:15])
-    k.label("top")
-    for _ in range(2):
-        k.v_mfma_f32_32x32x16_bf16(v[0:15], v[64:67], v[68:71], v[0:15])
-    k.s_sub_u32(s[8], s[8], 1)
-    k.s_cmp_lg_u32(s[8], 0)
-    k.s_cbranch_scc1("top")
-    k.s_endpgm()
-    return k
-
-
 def test_long_loop_is_priced_by_the_work_simulated_not_by_whole_iterations():
-    """Recorded with n = 3 (7 MFMAs), the x2 run adds whole iterations: 7 MFMAs of extra work are 3.5
-    iterations, rounded to 4, so it adds 8 MFMAs (8/7 of the recorded work). The kernel's time is
-    exactly linear in its MFMA count (32 cycles each), so the price at loop_scale f must be the time
-    of 7f MFMAs: beyond x2 (f = 3 is the run with n = 10) and between x1 and x2 (f = 1.5 and 2 are
-    10.5 and 14 MFMAs, not a whole number of iterations). Extrapolating per unit of scale from the
-    x2 run instead prices f = 3 at 7 + 2 x 8 = 23 MFMAs."""
+    """Two MFMAs per iteration, recorded with n = 4 (1 + 3 x 2 = 7 MFMAs): the x2 run adds whole
+    iterations, 7 MFMAs of extra work are 3.5 iterations, rounded to 4, so it adds 8 MFMAs (8/7 of
+    the recorded work). The kernel's time is exactly linear in its MFMA count (16 cycles each), so
+    the price at loop_scale f must be the time of 7f MFMAs: beyond x2 (f = 3 is the run with n = 11)
+    and between x1 and x2 (f = 1.5 and 2 are 10.5 and 14 MFMAs, not a whole number of iterations).
+    Extrapolating per unit of scale from the x2 run instead prices f = 3 at 7 + 2 x 8 = 23 MFMAs."""
     import struct
     from flyasm.perf.model import predict
     from flyasm.perf.trace import stream_work
-    co = _two_mfma_body_kernel().build().co
+    co = _pipelined_kernel(body=2).build().co
     p = PARAMS.with_(launch_us=0.0)
-    mfma = 8 * 4                                    # cycles of one 32x32x16 bf16 MFMA
+    mfma = 4 * 4                                    # cycles of one 16x16x32 bf16 MFMA
 
     def ka(n):
         return struct.pack("<I", n) + bytes(12)
 
     def cycles(n, f=1.0):
         return predict(co, 1, 64, ka(n), params=p, dram_bytes=0, loop_scale=f).cycles
-    base = cycles(3) - 7 * mfma                      # prologue, loop control and epilogue
-    assert cycles(10) == base + 21 * mfma           # the premise: time linear in the MFMA count
+    base = cycles(4) - 7 * mfma                      # prologue, loop control and epilogue
+    assert cycles(11) == base + 21 * mfma           # the premise: time linear in the MFMA count
     prog = load_program(co)
     work = np.array([8.0 if i.name.startswith("v_mfma") else 0.0 for i in prog.insts])
-    rec = capture(co, 1, 64, ka(3), cache=False).waves[0]
+    rec = capture(co, 1, 64, ka(4), cache=False).waves[0]
     assert stream_work(scale_loops(rec, 2.0, work), work) == 15 * 8   # x2 run: 8 MFMAs added, not 7
     for f in (3.0, 1.5, 2.0):
-        assert abs(cycles(3, f) - (base + 7 * f * mfma)) <= 1, f     # cycles are whole (floor)
+        assert abs(cycles(4, f) - (base + 7 * f * mfma)) <= 1, f     # cycles are whole (floor)
