@@ -9,7 +9,6 @@ not a measurement.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import sys
 import tempfile
@@ -21,6 +20,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "kernels")]
 import fa_fwd  # noqa: E402
 import fa_fwd_set  # noqa: E402
 import fa_keys_model  # noqa: E402
+from flyasm.dispatch import manifest_text  # noqa: E402
 
 VARIANTS = {                       # name: (Geometry overrides, build() keywords)
     "unsplit, K and V 2 deep": (dict(k_stages=2, v_stages=2), dict(split=False)),
@@ -42,10 +42,7 @@ def one_key_set(out: Path, causal: bool, geometry: dict, build: dict) -> dict:
     row = fa_fwd_set.manifest_row("bf16", causal=causal, head_dim=192)
     out.mkdir(parents=True, exist_ok=True)
     (out / row["co_name"]).write_bytes(co)
-    with open(out / fa_fwd_set.MANIFEST, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
-        w.writeheader()
-        w.writerow(row)
+    (out / fa_fwd_set.MANIFEST).write_text(manifest_text([row], columns=list(row)))
     return {k: str(v) for k, v in row.items()}
 
 

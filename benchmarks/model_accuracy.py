@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -181,7 +182,6 @@ def main(argv=None) -> int:
 def _relative(path) -> str:
     """A table's path relative to the repo's parent (e.g. shared/aiter/measured), so params.json names
     the same tables on every machine."""
-    import os
     p = Path(os.path.abspath(path))             # not resolve(): ../shared may be a symlink (worktrees)
     try:
         return str(p.relative_to(ROOT.parent))

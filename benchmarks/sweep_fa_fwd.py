@@ -106,7 +106,7 @@ def verify(kernel, seed, dtype="bf16", causal=False, num_heads=64, num_kv_heads=
     """The variant in the emulator at Sq=VERIFY_SQ, Sk=VERIFY_SK against fa_fwd.reference(), with the
     kernel's causal diagonal (build()'s default: bottom-right with aiter_args; Sq != Sk here, so the
     two alignments differ)."""
-    align = align or ("bottom_right" if aiter_args else "top_left")
+    align = fa_fwd.default_align(aiter_args, align)
     import torch
     g = torch.Generator().manual_seed(seed)
     tdt = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]

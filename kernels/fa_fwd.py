@@ -186,10 +186,16 @@ def reference(q, k, v, causal=False, scale=None, align="top_left"):
     return p @ v, lse
 
 
+def default_align(aiter_args: bool, align: str | None = None) -> str:
+    """The causal diagonal a kernel gets: the one asked for, else aiter's bottom-right (CK mask 2)
+    with aiter's arguments and torch's top-left without."""
+    return align or ("bottom_right" if aiter_args else "top_left")
+
+
 def build_name(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, stagger=False,
                group=False, align=None, head_dim=128):
     """The kernel's symbol: aiter-convention kernels are one per aiter key (GQA and heads at run time)."""
-    align = align or ("bottom_right" if aiter_args else "top_left")
+    align = default_align(aiter_args, align)
     if aiter_args:
         mask = ("_causal" if align == "bottom_right" else "_causal_tl") if causal else ""
         hd = "hd128" if head_dim == 128 else f"hd{head_dim}_hd128"
@@ -211,7 +217,7 @@ class _Builder:
             raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
         if group and not aiter_args:
             raise ValueError("group (varlen) mode takes aiter's arguments (aiter_args=True)")
-        align = align or ("bottom_right" if aiter_args else "top_left")
+        align = default_align(aiter_args, align)
         if align not in ("top_left", "bottom_right"):
             raise ValueError(f"align is 'top_left' or 'bottom_right', not {align!r}")
         self.dtype, self.causal = dtype, causal
