@@ -255,7 +255,7 @@ class _Builder:
         self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024 if aiter_args else g.lds_bytes,
                         arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
         self.k.lds_scratch(g.lds_dump, g.lds_bytes)    # the DMA dump slots (fa_layouts.dma_m0)
-        extra = iter(v[173 + i] for i in range(4))
+        extra = iter(PLAN_REGIONS_HD192["lds_addr2"])
         self.K_ADDR = K_ADDR + tuple(next(extra) for _ in range(2, g.k_stages))
         self.V_ADDR = V_ADDR + tuple(next(extra) for _ in range(2, g.v_stages))
         if head_dim == 128:
