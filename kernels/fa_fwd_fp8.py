@@ -188,14 +188,19 @@ class _Fp8Builder(F._Builder):
             self.v_bases_swizzled(T[1])
         else:
             k.v_mul_u32_u24(F.V_ADDR[0], g.v_stride, T[1])
-            k.v_bfe_u32(T[2], LANE, 4, 1)                           # g % 2
-            k.v_and_b32(T[4], 1, LANE)                              # c
-            k.v_lshlrev_b32(T[4], 3, T[4])
-            k.v_lshl_add_u32(T[2], T[2], 4, T[4])
+            self.v_lane_bytes()
             k.v_add_u32(F.V_ADDR[0], F.V_ADDR[0], T[2])
             k.v_add_u32(F.V_ADDR[1], g.lds_v[1], F.V_ADDR[0])
             k.v_add_u32(F.V_ADDR[0], g.lds_v[0], F.V_ADDR[0])
         k.v_lshlrev_b32(H4, 2, H4)                                  # 4 * (lane // 32), as fa_fwd
+
+    def v_lane_bytes(self):
+        """TMP[2] = 16 * (g % 2) + 8c, the byte term of v_read_addr_fp8 (lane 16g + 2r + c)."""
+        k, T, LANE = self.k, F.TMP, F.LANE
+        k.v_bfe_u32(T[2], LANE, 4, 1)                               # g % 2
+        k.v_and_b32(T[4], 1, LANE)                                  # c
+        k.v_lshlrev_b32(T[4], 3, T[4])
+        k.v_lshl_add_u32(T[2], T[2], 4, T[4])
 
     def k_bases_swizzled(self, row, h32):
         """K_BASES[2kk + part] = row * 128 + 16 * ((4kk + part) ^ (2 * (lane // 32) ^ k_slot_xor_fp8(row)))
@@ -215,11 +220,8 @@ class _Fp8Builder(F._Builder):
     def v_bases_swizzled(self, row):
         """V_BASES[db] = row * v_stride + 32 * (db ^ v_chunk_xor_fp8(row)) + 16 * (g % 2) + 8c
         (fa_layouts.v_read_addr_fp8 with swizzle); `row` holds the lane's row."""
-        k, T, LANE = self.k, F.TMP, F.LANE
-        k.v_bfe_u32(T[2], LANE, 4, 1)                               # g % 2
-        k.v_and_b32(T[4], 1, LANE)                                  # c
-        k.v_lshlrev_b32(T[4], 3, T[4])
-        k.v_lshl_add_u32(T[2], T[2], 4, T[4])
+        k, T = self.k, F.TMP
+        self.v_lane_bytes()
         k.v_mul_u32_u24(T[0], self.g.v_stride, row)
         k.v_add_u32(T[0], T[0], T[2])
         k.v_bfe_u32(T[2], row, 1, 1)                                # row bit 1 -> chunk bit 0
