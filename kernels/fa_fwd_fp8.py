@@ -246,7 +246,7 @@ class _Fp8Builder(F._Builder):
     # 72 -> 1747, 76 -> 1768, 80 -> 1765 TFLOPS; benchmarks/fa_fp8_model.md)
     SPLIT_BUDGET = (60, 76)
 
-    K_SPREAD = 4        # softmax instructions after each K fragment read after the step's barrier (an int or one per fragment)
+    K_SPREAD = 4        # softmax instructions after each K fragment read after the step's barrier
     _k_spread = None
 
     def step_barrier(self, kbuf):
@@ -342,7 +342,7 @@ class _Fp8Builder(F._Builder):
         if kbuf is not None:             # step_barrier's K reads, each fragment followed by softmax
             for f in range(len(self.qk_frags())):
                 self.read_k_frag(f, f, kbuf)
-                self.fill(softmax, self.K_SPREAD[f] if isinstance(self.K_SPREAD, tuple) else self.K_SPREAD)
+                self.fill(softmax, self.K_SPREAD)
         for _ in softmax or ():
             pass
         if self.setprio:
