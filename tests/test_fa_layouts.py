@@ -315,7 +315,8 @@ def test_fp8_swizzled_k_reads_get_the_mfma_operand_and_are_conflict_free():
     for kb in range(2):
         for kk in range(g.k_steps):
             for part in range(2):
-                addrs = L.k_read_addr_fp8_swizzled(LANES, kk, part) + L.k_read_imm_fp8(kb, kk, part, 128, True)
+                addrs = L.k_read_addr_fp8_swizzled(LANES, kk, part, g.k_stride) + \
+                    L.k_read_imm_fp8(kb, kk, part, g.k_stride, True)
                 got = np.stack([lds[a:a + 16] for a in addrs])
                 want = np.stack([kt[32 * kb + lane % 32, 64 * kk + 32 * (lane // 32) + 16 * part:][:16]
                                  for lane in LANES])
