@@ -58,6 +58,15 @@ class CFG:
         instructions); the keys live with this program's CFG, never beyond it."""
         return {i: (it.text(), it.raw) for i, it in enumerate(self.items) if not is_label(it)}
 
+    def per_text(self, fn) -> dict:
+        """Instruction item index -> fn(instruction), fn called once per distinct key."""
+        by_key, out = {}, {}
+        for i, k in self.keys.items():
+            if k not in by_key:
+                by_key[k] = fn(self.items[i])
+            out[i] = by_key[k]
+        return out
+
     @cached_property
     def rpo(self) -> dict[int, int]:
         """Block id -> rank in reverse postorder from the entry (unreachable blocks last). A

@@ -79,12 +79,8 @@ class HazardAnalysis:
         self._key = self.cfg.keys
         self._prod_mask = [0] * len(items)
         self._prod_regs: list[dict | None] = [None] * len(items)
-        producers: dict[tuple, tuple] = {}
-        for j, k in self._key.items():
-            facts = producers.get(k)
-            if facts is None:
-                facts = producers[k] = self._producer(items[j])
-            self._prod_mask[j], self._prod_regs[j] = facts
+        for j, (mask, regs) in self.cfg.per_text(self._producer).items():
+            self._prod_mask[j], self._prod_regs[j] = mask, regs
         self._pos = {i: n for b in self.cfg.blocks for n, i in enumerate(b.insts)}
         self._plans: dict[tuple, tuple] = {}
         self._limit_mask: dict[tuple, tuple] = {}

@@ -319,14 +319,7 @@ class LdsAddressAnalysis:
         cfg, items = self.cfg, self.items
         if not cfg.blocks:
             return
-        codes, by_text = {}, {}          # unrolled code repeats its instructions: compile each text once
-        for b in cfg.blocks:
-            for i in b.insts:
-                k = cfg.keys[i]
-                code = by_text.get(k)
-                if code is None:
-                    code = by_text[k] = self._compile(items[i])
-                codes[i] = code
+        codes = cfg.per_text(self._compile)     # unrolled code repeats its instructions: each text once
         steps = self._block_steps(codes, set(init))
         entry = {0: dict(init)}
         rank = cfg.rpo

@@ -150,10 +150,7 @@ class Facts:
     barrier: bool
 
 
-def facts(ins: Instruction, idx: int, like: Facts | None = None) -> Facts:
-    """like: the facts of an instruction with the same text, whose registers and wait are reused."""
-    if like is not None:
-        return Facts(like.wait, mem_op(ins, idx), like.reads, like.writes, like.barrier)
+def facts(ins: Instruction, idx: int) -> Facts:
     w = None
     if ins.name == "s_waitcnt":
         w = ins.operands[0] if ins.operands and isinstance(ins.operands[0], Waitcnt) else Waitcnt()
@@ -168,13 +165,9 @@ class WaitcntAnalysis:
     def __init__(self, items: list, cfg: CFG | None = None):
         self.items = items
         self.cfg = cfg or build_cfg(items)
-        self.facts = {}
-        by_text = {}               # unrolled code repeats its instructions: their registers once
-        for b in self.cfg.blocks:
-            for i in b.insts:
-                k = self.cfg.keys[i]
-                self.facts[i] = f = facts(items[i], i, by_text.get(k))
-                by_text.setdefault(k, f)
+        # unrolled code repeats its instructions: their registers once per text, the op per index
+        same = self.cfg.per_text(lambda ins: facts(ins, -1))
+        self.facts = {i: Facts(f.wait, mem_op(items[i], i), f.reads, f.writes, f.barrier) for i, f in same.items()}
 
     def step(self, state: dict, idx: int, ins: Instruction, report=None) -> dict:
         f = self.facts[idx]
