@@ -302,8 +302,11 @@ def test_fp8_swizzled_dma_is_a_permutation_of_the_tile(tensor):
     assert (g.k_stride, g.k_chunks, g.k_dma, g.v_stride, g.v_chunks, g.v_dma) == (128, 8, 1, 128, 8, 1)
     cells = [(int(r), int(c)) for ch in range(8) for r, c in zip(*L.dma_slot_swizzled(LANES, ch, tensor))]
     assert sorted(cells) == [(r, c) for r in range(64) for c in range(8)]
-    assert all(r == (64 * ch + lane) // 8 for ch in range(8)
-               for lane, r in enumerate(L.dma_slot_swizzled(LANES, ch, tensor)[0]))     # a chunk holds whole rows
+    # the swizzle moves 16-byte slots within a row only: the lane's LDS byte (the DMA writes chunk ch,
+    # lane l at DMA_CHUNK*ch + 16*l) lies in the unpadded row of the cell it carries
+    stride = g.k_stride if tensor == "k" else g.v_stride
+    assert all(r == (L.DMA_CHUNK * ch + 16 * lane) // stride for ch in range(8)
+               for lane, r in enumerate(L.dma_slot_swizzled(LANES, ch, tensor)[0]))
 
 
 def test_fp8_swizzled_k_reads_get_the_mfma_operand_and_are_conflict_free():
