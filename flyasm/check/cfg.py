@@ -89,16 +89,6 @@ class CFG:
         order = post[::-1] + [b.id for b in self.blocks if b.id not in seen]
         return {b: n for n, b in enumerate(order)}
 
-    def reachable_from(self, bid: int) -> set[int]:
-        seen, todo = set(), [bid]
-        while todo:
-            b = todo.pop()
-            for s in self.blocks[b].succs:
-                if s not in seen:
-                    seen.add(s)
-                    todo.append(s)
-        return seen
-
 
 def build_cfg(items: list) -> CFG:
     # leaders: item 0, every label (a run of labels is one leader), the item after a branch/end
