@@ -22,7 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flyasm.check import check_program  # noqa: E402
 from flyasm.codeobj.reader import read_code_object  # noqa: E402
 from flyasm.errors import FlyasmError  # noqa: E402
 from flyasm.report.program import as_program  # noqa: E402
@@ -41,7 +40,7 @@ def check_file(path: str) -> list[dict]:
     for name in names:
         try:
             prog = as_program(co, name)
-            found = check_program(prog.items(), "verify", prog.threads)
+            found = prog.check()
             counts = collections.Counter(f"{f.rule}/{f.severity}" for f in found)
             rows.append({"file": path, "kernel": name, "instructions": len(prog.stream), "counts": dict(counts)})
         except FlyasmError as e:

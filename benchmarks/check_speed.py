@@ -21,7 +21,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flyasm.check import check_program  # noqa: E402
 from flyasm.report.program import as_program  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "aiter" / "gfx950"
@@ -35,7 +34,7 @@ def measure(path: str, repeat: int) -> dict:
         prog = as_program(path)
         items = prog.items()
         c1, w1 = time.process_time(), time.perf_counter()
-        findings = check_program(items, "verify", prog.threads)
+        findings = prog.check(items=items)
         c2, w2 = time.process_time(), time.perf_counter()
         cpu_read.append(c1 - c0)
         cpu_check.append(c2 - c1)

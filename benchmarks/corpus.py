@@ -43,7 +43,6 @@ def _severity(f) -> str:
 def run_object(path: str, do_lift: bool = True) -> dict:
     """One object through every tool; never raises."""
     from flyasm.asm.driver import assemble
-    from flyasm.check import check_program
     from flyasm.codeobj.disasm import disassemble, render_module, verify_encodings
     from flyasm.codeobj.reader import read_code_object
     from flyasm.emu.program import load_program
@@ -90,7 +89,7 @@ def run_object(path: str, do_lift: bool = True) -> dict:
         prog = timed("check", lambda: as_program(co, kc.name))
         if prog is not None:
             row["instructions"] += len(prog.stream)
-            found = timed("check", lambda: check_program(prog.items()))
+            found = timed("check", lambda: prog.check())
             for f in found or []:
                 key = f"{f.rule}|{_severity(f)}"
                 row["findings"][key] = row["findings"].get(key, 0) + 1

@@ -262,7 +262,7 @@ def _s_text(src: str, kernel: str | None) -> str:
 @click.option("--strict", is_flag=True, help="Also fail on 'unproven' findings (LDS ranges not proven disjoint).")
 @handles_errors
 def check(src, kernel, mode, out, verbose, as_json, strict):
-    from .check import check_program, has_errors
+    from .check import has_errors
     from .check.fixes import group_fixes, insertions
     from .check.report import findings_json, format_findings, summary
     from .report.program import as_program
@@ -271,7 +271,7 @@ def check(src, kernel, mode, out, verbose, as_json, strict):
     prog = as_program(src, kernel)
     items = prog.items()
     counting = {"verify": "verify", "insert": "verify", "isa": "strict"}[mode]   # the checker's name for ISA counting
-    findings = check_program(items, counting, prog.threads, prog.lds_scratch)
+    findings = prog.check(counting, items)
     if as_json:
         click.echo(findings_json(findings))
     elif mode != "insert":
@@ -285,7 +285,7 @@ def check(src, kernel, mode, out, verbose, as_json, strict):
         click.echo("nothing to insert: no findings")
         return
     fixed = [x for i, it in enumerate(items) for x in (*add.get(i, ()), it)]
-    left = check_program(fixed, "verify", prog.threads, prog.lds_scratch)
+    left = prog.check("verify", fixed)
     if not as_json:
         n = sum(len(v) for v in add.values())
         click.echo(f"would insert {n} instruction{'s' if n != 1 else ''} for {summary(findings, items)}:")

@@ -32,17 +32,15 @@ def _findings_key(findings) -> list[tuple]:
 
 
 def _verdict(src) -> list[tuple]:
-    from flyasm.check import check_program
     from flyasm.report.program import as_program
     p = as_program(src)
-    return _findings_key(check_program(p.items(), "verify", p.threads, p.lds_scratch))
+    return _findings_key(p.check())
 
 
 @needs_aiter
 @pytest.mark.parametrize("path", OBJECTS, ids=_id)
 def test_aiter_object(path):
     from flyasm.asm.driver import assemble
-    from flyasm.check import check_program
     from flyasm.codeobj.disasm import disassemble, render_module, verify_encodings
     from flyasm.codeobj.reader import read_code_object
     from flyasm.emu.program import load_program
@@ -69,7 +67,7 @@ def test_aiter_object(path):
 
     # the checker runs on every object; lift -> build -> same bytes and verdict is the @slow test
     # below (make test-all): it has not yet been seen passing on every sample object
-    check_program(prog.items())
+    prog.check()
 
     # stats see every instruction, by class
     st = stats(prog)

@@ -48,6 +48,12 @@ class Program:
     def __len__(self) -> int:
         return len(self.stream)
 
+    def check(self, mode: str = "verify", items: list | None = None) -> list:
+        """The static checker's findings with what the program knows of its launch (workgroup size,
+        declared DMA dumps): what `flyasm check` reports. items: this program's items, edited."""
+        from ..check import check_program
+        return check_program(self.items() if items is None else items, mode, self.threads, self.lds_scratch)
+
     def items(self) -> list:
         """Instructions with label names put back in place (the checker's program form)."""
         at: dict[int, list[str]] = {}
