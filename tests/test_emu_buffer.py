@@ -5,11 +5,14 @@ both, immediate offset, SGPR soffset, V# decode, range checking), LDS-DMA, GLOBA
 Rules tested (CDNA4 ISA ch.9 "Buffer addressing"; notes §3.3):
 * address = V#.base + soffset + (idxen ? index*stride : 0) + (offen ? voffset : 0) + inst_offset;
   V# word0 = base[31:0], word1 = base[47:32] | stride[13:0] << 16, word2 = num_records.
-* range checking (GFX9/CDNA "Range Checking"; gem5's Vega model, linear addressing = stride 0 or
-  swizzle off): out of range when offset + index*stride >= num_records - soffset, i.e. the byte offset
-  from the base (soffset included) reaches num_records; "load/store-dword-x{2,3,4} range-check per
-  component": every dword on its own. Out-of-range loads return 0, stores are dropped. The test only
-  uses dword-aligned offsets and num_records, where "start >= num_records" and "end > num_records" agree.
+* range checking (GFX9/CDNA "Range Checking"): raw accesses (no idxen): out of range when
+  offset >= num_records - soffset, i.e. the byte offset from the base (soffset included) reaches
+  num_records; "load/store-dword-x{2,3,4} range-check per component": every dword on its own.
+  Structured accesses (idxen, stride != 0) count num_records in records: out of range when
+  index >= num_records, the whole lane (LLVM D44401: on GFX9 "IDXEN matters for interpretation of
+  buffer sizes"; aiter's gfx950 backward kernels size their idxen buffers so). Out-of-range loads
+  return 0, stores are dropped. The test only uses dword-aligned offsets and num_records, where
+  "start >= num_records" and "end > num_records" agree.
 * LDS-DMA: lane L writes LDS at M0[17:0] + inst_offset + L*4 (dword) / L*16 (x3, x4); the memory side
   uses the normal buffer address (inst_offset applied to both).
 * alignment: with the ROCm default (SH_MEM_CONFIG alignment_mode = unaligned) dword loads/stores may be
@@ -41,13 +44,14 @@ def sregs_vsharp(start, words):
     return {start + i: w for i, w in enumerate(words)}
 
 
-def load_ref(mem, rel, nr, ndw, active):
-    """Per lane, per dword: mem bytes at rel+4c if rel+4c < nr (range checked per component), else 0."""
+def load_ref(mem, rel, nr, ndw, active, index=None):
+    """Per lane, per dword: mem bytes at rel+4c if rel+4c < nr (raw: range checked per component), or
+    if index < nr (structured: index given, the whole lane), else 0."""
     out = np.zeros((ndw, 64), np.uint32)
     for ln in range(64):
         for c in range(ndw):
             pos = int(rel[ln]) + 4 * c
-            if active[ln] and pos < nr:
+            if active[ln] and (pos < nr if index is None else index[ln] < nr):
                 out[c, ln] = int.from_bytes(mem[pos:pos + 4].tobytes(), "little")
     return out
 
@@ -58,13 +62,14 @@ def test_buffer_loads_addressing_and_range():
     (a_src,) = addresses(src.nbytes)
     base = a_src + 64                                    # the V# base is not the allocation start
     mem = src.view(np.uint8)[64:]
-    nr_raw, stride, nr_st = 2048, 48, 2000               # structured: bytes too (linear addressing)
+    nr_raw, stride, nr_st = 2048, 48, 41                 # structured: 41 records of 48 bytes
     soff = 256
     ex = RNG.random(64) < 0.85
     voff = (RNG.integers(0, (nr_raw + 64) // 4, 64) * 4).astype(np.uint32)      # some out of range
     voff[:6] = [nr_raw - 4, nr_raw - 8, nr_raw - 12, nr_raw, nr_raw - 16, 0]     # partial x2/x3/x4
-    ex[:6] = True
-    idx = RNG.integers(0, nr_st // stride + 3, 64).astype(np.uint32)
+    ex[:9] = True
+    idx = RNG.integers(0, nr_st + 3, 64).astype(np.uint32)
+    idx[6:9] = [nr_st - 1, nr_st, nr_st + 1]                                   # the last record, and past it
     ioff = (RNG.integers(0, stride // 4 - 4, 64) * 4).astype(np.uint32)
     regs = {1: voff, 2: idx, 3: ioff}
     for r in range(10, 40):
@@ -84,11 +89,11 @@ def test_buffer_loads_addressing_and_range():
     m = snippet(lines, regs, sregs, exec_mask=ex, buffers=(src,))
     R = m.R[0]
     zero = np.zeros(64, np.int64)
-    cases = [(10, 1, voff + 12, nr_raw), (12, 2, voff + 4 + soff, nr_raw), (14, 3, idx * stride + 8, nr_st),
-             (20, 4, idx * stride + ioff + 16 + 32, nr_st), (24, 1, zero + soff + 100, nr_raw),
-             (28, 4, voff, nr_raw), (32, 3, voff + 8 + 8, nr_raw)]
-    for text, (row, ndw, rel, nr) in zip(lines, cases):
-        want = load_ref(mem, rel.astype(np.int64), nr, ndw, ex)
+    cases = [(10, 1, voff + 12, nr_raw, None), (12, 2, voff + 4 + soff, nr_raw, None),
+             (14, 3, idx * stride + 8, nr_st, idx), (20, 4, idx * stride + ioff + 16 + 32, nr_st, idx),
+             (24, 1, zero + soff + 100, nr_raw, None), (28, 4, voff, nr_raw, None), (32, 3, voff + 8 + 8, nr_raw, None)]
+    for text, (row, ndw, rel, nr, index) in zip(lines, cases):
+        want = load_ref(mem, rel.astype(np.int64), nr, ndw, ex, index)
         got = R[row:row + ndw]
         for c in range(ndw):
             assert np.array_equal(got[c][ex], want[c][ex]), (text, c)

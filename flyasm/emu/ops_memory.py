@@ -309,11 +309,15 @@ def buffer_address(inst):
     """fn(m, w, nbytes) -> (addr uint64 [k,64], in_range bool [k,64], or [k,64,ndw] when the dwords of
     one lane disagree) per CDNA4 ISA 9.1.8 (notes §3.3).
 
-    Range check (GFX9/CDNA "Range Checking", as gem5's Vega model implements it): with stride 0 or
-    swizzling off, an access is out of range when offset + index*stride >= num_records - soffset,
-    i.e. when its byte offset from the V# base (soffset included) reaches num_records; and
-    "load/store-dword-x{2,3,4} range-check per component" (each dword on its own). Out-of-range
-    loads return 0, out-of-range stores are dropped. Swizzled buffers are not emulated."""
+    Range check (GFX9/CDNA "Range Checking"): a raw access (no idxen, or stride 0) is out of range
+    when offset + index*stride >= num_records - soffset, i.e. when its byte offset from the V# base
+    (soffset included) reaches num_records, and "load/store-dword-x{2,3,4} range-check per
+    component" (each dword on its own). A structured access (idxen with a non-zero stride) counts
+    num_records in records: it is out of range when index >= num_records, the whole lane at once
+    (on GFX9+ "IDXEN matters for interpretation of buffer sizes": LLVM AMDGPU.td, D44401; aiter's
+    gfx950 attention-backward kernels size their idxen dK/dV/dQ buffers as bytes / stride records,
+    and gem5's Vega model, which applies the byte rule here, would drop their stores).
+    Out-of-range loads return 0, out-of-range stores are dropped. Swizzled buffers are not emulated."""
     mods = inst.modifiers
     vaddr, srsrc, soff = (inst.operand(n) for n in ("vaddr", "srsrc", "soffset"))
     cols = [s_index(srsrc) + i for i in range(4)]
@@ -340,7 +344,11 @@ def buffer_address(inst):
         nr = nrec.astype(np.int64)[:, None]
         rel = gs(m, w).astype(np.int64)[:, None] + idx * st + off          # bytes from the V# base
         ndw = nbytes // 4 if nbytes % 4 == 0 else 1
-        if ndw == 1:
+        if idxen and (st != 0).any():
+            ok = np.where(st != 0, idx < nr, rel < nr)
+            if ndw > 1 and not (st != 0).all():
+                ok = np.where((st != 0)[..., None], ok[..., None], rel[..., None] + 4 * np.arange(ndw) < nr[..., None])
+        elif ndw == 1:
             ok = rel < nr
         else:
             okc = rel[..., None] + 4 * np.arange(ndw) < nr[..., None]
