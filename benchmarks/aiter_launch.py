@@ -233,3 +233,140 @@ def _fmha_buffers(dtype: str, group: int, sq: int, sk: int, d: int, dv: int) -> 
         bufs["seqstart_q"] = np.array([0, sq], np.int32)
         bufs["seqstart_k"] = np.array([0, sk], np.int32)
     return bufs
+
+
+# ---- attention backward (fmha_v3_bwd): aiter's host code for a set, and running a call --------
+BWD_SET = SHARED / "gfx950" / "fmha_v3_bwd"
+HOST_BASE = 0x7F00_0000_0000          # where a host allocator might have put the tensors
+
+
+def fmha_bwd_host(set_dir: Path = BWD_SET) -> tuple[Path, Path]:
+    """aiter's backward host program for the set in set_dir (drop_in_bwd.sh's steps: aiter's codegen
+    on the set's four manifests with aiter's gfx942 ones beside, host_bwd.cpp compiled with
+    ENABLE_CK=0), built once and cached: the build whose uninitialised locals are zero, and the one
+    where they are a pattern (0xAA..); the bytes where their kernargs differ are the unset ones."""
+    from flyasm.aiter_bwd import MANIFESTS
+    client = SHARED / "client"
+    names = [MANIFESTS["pre"], MANIFESTS["dqdkdv"], *MANIFESTS["post"]]
+    h = hashlib.sha256()
+    for p in [set_dir / n for n in names] + sorted((client / "aiter_src").glob("*.in*")) + \
+            sorted((client / "aiter_src").glob("*.h")) + [client / "host_bwd.cpp", client / "aiter_src/hsa/codegen.py"]:
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    out = CACHE / f"bwd-{h.hexdigest()[:16]}"
+    exes = (out / "host_zero", out / "host_pattern")
+    if all(e.exists() for e in exes):
+        return exes
+    with tempfile.TemporaryDirectory() as tmp:
+        w = Path(tmp)
+        for arch in ("gfx942", "gfx950"):
+            (w / "hsa" / arch / "fmha_v3_bwd").mkdir(parents=True)
+        (w / "out").mkdir()
+        shutil.copy(client / "aiter_src/hsa/codegen.py", w / "hsa")
+        for m in (client / "aiter_src/hsa/gfx942/fmha_v3_bwd").glob("*.csv"):
+            shutil.copy(m, w / "hsa/gfx942/fmha_v3_bwd")
+        for n in names:
+            shutil.copy(set_dir / n, w / "hsa/gfx950/fmha_v3_bwd")
+        env = dict(os.environ, AITER_GPU_ARCHS="gfx950")
+        subprocess.run(["python3", "-W", "ignore", "hsa/codegen.py", "-m", "fmha_v3_bwd", "-o", str(w / "out")],
+                       cwd=w, env=env, check=True, capture_output=True)
+        out.mkdir(parents=True, exist_ok=True)
+        for exe, init in zip(exes, ("zero", "pattern")):
+            tmp_exe = exe.with_name(f"{exe.name}.{os.getpid()}")     # renamed when whole (concurrent callers)
+            subprocess.run([_cxx(), "-std=c++17", "-w", "-DENABLE_CK=0", f"-ftrivial-auto-var-init={init}",
+                            f"-I{w / 'out'}", f"-I{client}", str(client / "host_bwd.cpp"), "-o", str(tmp_exe)],
+                           check=True, capture_output=True)
+            os.replace(tmp_exe, exe)
+    return exes
+
+
+def fmha_bwd_pack(set_dir: Path = BWD_SET, **kv) -> dict:
+    """aiter's launches for one fmha_v3_bwd call (the keys of drop_in_bwd.sh pack: dtype hdim_q hdim_v
+    batch nhead_q nhead_k seqlen_q seqlen_k max_seqlen_* mask_type window_size_* group atomic32
+    bf16_cvt scale, element strides, pointer values, workspace): {"launches": [flyasm.aiter_bwd.Launch
+    with the zero-initialised build's bytes, and `.poisoned`: the pattern build's], "workspace":
+    aiter's dq workspace (bytes, element_size, dtype, strides in elements, ptr) or None}. Raises
+    LookupError when aiter would launch nothing (it returns -1 and falls back to CK)."""
+    from flyasm.aiter_bwd import Launch
+    set_dir = Path(set_dir)
+    args = [f"{k}={v}" for k, v in kv.items()]
+    outs = []
+    for exe in fmha_bwd_host(set_dir):
+        r = subprocess.run([str(exe), "pack", *args], capture_output=True, text=True)
+        if r.returncode > 1:
+            raise ValueError(f"aiter's backward host refused {' '.join(args)}: {r.stderr.strip()}")
+        outs.append(json.loads(r.stdout))
+    zero, pattern = outs
+    if zero["fmha_v3_bwd_returned"] < 0 or not zero["launches"]:
+        raise LookupError(f"aiter's fmha_v3_bwd launches nothing for {' '.join(args)} (it falls back to CK)")
+    launches = []
+    for lz, lp in zip(zero["launches"], pattern["launches"]):
+        a, b = bytes.fromhex(lz["kernarg_hex"]), bytes.fromhex(lp["kernarg_hex"])
+        ln = Launch(lz["stage"], lz["knl_name"], set_dir / lz["co_name"].split("/", 1)[-1], tuple(lz["grid"]),
+                    tuple(lz["block"]), a, tuple(i for i in range(len(a)) if a[i] != b[i]), lz["manifest"],
+                    {f[0]: f[3] for f in lz["fields"]}, b)
+        launches.append(ln)
+    ws = zero["workspace"]
+    if ws:
+        ws["ptr"] = int(ws["ptr"], 16)
+    return {"launches": launches, "workspace": ws}
+
+
+def run_bwd_call(set_dir, q, k, v, o, do, lse, *, mask_type: int = 0, atomic32: int = 1, scale: float | None = None,
+                 seqstart_q=None, seqstart_k=None, bf16_cvt: int = 0, dq=None, dk=None, dv=None, poison: bool = True,
+                 backend: str = "emu", **launch_kw) -> dict:
+    """One attention-backward call through aiter's host code for the set in set_dir, run on `backend`
+    (the strict emulator by default): aiter packs the launches with host addresses of the tensors'
+    storages, the dq workspace is allocated zero-filled where aiter says, then pre, dqdkdv and post
+    run in order on those bytes (poison: the bytes aiter leaves uninitialised hold a pattern, as a
+    stack would). Layouts as flyasm.aiter_bwd.call_keys (views of any strides: their storages are the
+    buffers); group mode when seqstart_q/seqstart_k (int32 cumulative starts) are given. dq, dk, dv
+    (dk/dv with nhead_q heads) default to NaN-filled contiguous tensors.
+    Returns {dq, dk, dv (summed over each GQA group), dk_heads, dv_heads (per query head), d,
+    workspace (after the call), launches, results (LaunchResults)}."""
+    import math
+
+    import torch
+
+    from flyasm.aiter_bwd import call_keys, run_launches, storage_of, sum_gqa
+    group = seqstart_q is not None
+    hq, hk = q.shape[-2], k.shape[-2]
+    poisoned = lambda *shape: torch.full(shape, float("nan"), dtype=q.dtype)  # noqa: E731
+    rows_k = k.shape[:-2]
+    dq = poisoned(*q.shape) if dq is None else dq
+    dk = poisoned(*rows_k, hq, k.shape[-1]) if dk is None else dk
+    dv = poisoned(*rows_k, hq, v.shape[-1]) if dv is None else dv
+    d = torch.empty_strided(lse.shape, lse.stride(), dtype=torch.float32).fill_(float("nan"))
+    call = call_keys(q, k, v, o, do, lse, dq, dk, dv, group)
+    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}[q.dtype]
+    call.update(dtype=dtype, mask_type=mask_type, atomic32=atomic32, bf16_cvt=bf16_cvt, group=int(group),
+                scale=repr(float(1 / math.sqrt(q.shape[-1]) if scale is None else scale)))
+    tensors = dict(q=q, k=k, v=v, o=o, do=do, lse=lse, d=d, dq=dq, dk=dk, dv=dv)
+    if group:
+        lq, lk = seqstart_q.diff(), seqstart_k.diff()
+        call.update(batch=len(lq), seqlen_q=q.shape[0], seqlen_k=k.shape[0], max_seqlen_q=int(lq.max()),
+                    max_seqlen_k=int(lk.max()))
+        tensors.update(seqstart_q=seqstart_q, seqstart_k=seqstart_k)
+    buffers, addr, at = {}, {}, HOST_BASE
+    for n, t in tensors.items():                       # one host address per storage, views inside it
+        flat, off = storage_of(t)
+        key = t.untyped_storage().data_ptr()
+        if key not in addr:
+            addr[key] = at
+            buffers[at] = flat
+            at += -(-flat.numel() * flat.element_size() // 4096) * 4096 + 4096
+        call[n] = addr[key] + off * t.element_size()
+    call["workspace"] = at
+    p = fmha_bwd_pack(set_dir, **call)
+    ws = p["workspace"]
+    workspace = None
+    if ws:
+        wdt = torch.float32 if ws["element_size"] == 4 else q.dtype
+        workspace = torch.zeros(ws["bytes"] // ws["element_size"], dtype=wdt)   # aiter zero-fills it
+        buffers[ws["ptr"]] = workspace
+    launches = p["launches"]
+    if poison:
+        import dataclasses
+        launches = [dataclasses.replace(ln, kernarg=ln.poisoned) for ln in launches]
+    results = run_launches(launches, buffers, backend=backend, **launch_kw)
+    return dict(dq=dq, dk=sum_gqa(dk, hk, dk.dim() - 2), dv=sum_gqa(dv, hk, dv.dim() - 2), dk_heads=dk, dv_heads=dv,
+                d=d, workspace=workspace, launches=p["launches"], results=results, pack=p)
