@@ -31,11 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import aiter_launch as AL  # noqa: E402
+import measured as MR  # noqa: E402
 from flyasm.perf import calibrate as C  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.perf.capture import CACHE, capture  # noqa: E402
-from flyasm.perf.model import _samples, simulate_grid  # noqa: E402
+from flyasm.perf.model import sample_plan, simulate_grid  # noqa: E402
 
 ROWS_CACHE = CACHE.parent / "perf_rows.json"
 # the model's code is part of a cached row's key: a change to the CU model or the sampling re-simulates
@@ -43,45 +43,25 @@ MODEL_SOURCE = hashlib.sha256(b"".join(f.read_bytes() for f in sorted((ROOT / "f
                                        if f.stem not in ("calibrate", "report", "cli"))).hexdigest()
 
 
-def read_tables(paths) -> list[tuple[str, str, dict]]:
-    import pandas as pd
-    files = []
-    for p in map(Path, paths):
-        files += sorted(p.glob("*.csv")) if p.is_dir() else [p]
-    out = []
-    for f in files:
-        df = pd.read_csv(f)
-        kind = AL.table_kind(df.columns)
-        if kind is None:
-            continue
-        if kind == "gemm":
-            df = df[(df["gfx"] == "gfx950") & (df["cu_num"] == 256) & (df["libtype"] == "asm")]
-        for i, r in df.iterrows():
-            out.append((f.stem, kind, {**r.to_dict(), "_row": int(i)}))
-    return out
-
-
-def row_name(table, kind, r) -> str:
-    if kind == "fmha":
-        return (f"{table}:{r['_row']} {r['co_name']} b{r['batch']} h{r['nhead_q']}/{r['nhead_k']} "
-                f"s{r['seqlen_q']}")
-    return f"{table}:{r['_row']} {r['kernelName'].replace('_ZN5aiter', '')[:48]} M{r['M']} N{r['N']} K{r['K']} sk{r['splitK']}"
-
-
 def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
     """(cycles, fraction of CU slots busy) of one row, cached by content."""
     kah = L["kernarg"] if isinstance(L["kernarg"], bytes) else None
+    axis, wg_map = L.get("tile_axis", 0), L.get("wg_map")
+    tg = tuple(L["trace_grid"]) + (1,) * (3 - len(L["trace_grid"]))
+    scale = L["loop_scale"]
+    if callable(scale):             # keyed by its values at the samples (a function's repr is its address)
+        scale = tuple(scale(wg[axis] / max(tg[axis] - 1, 1)) for wg in sample_plan(tg, axis)[0])
     key = hashlib.sha256(repr((hashlib.sha256(L["co"]).hexdigest(), L["kernel"], L["grid"], L["trace_grid"],
-                               L["loop_scale"], kah, sorted((k, v if isinstance(v, int) else v.nbytes)
-                                                            for k, v in L["buffers"].items()),
-                               P.Params().with_(**{n: 0 for n in P.FITTED}), MODEL_SOURCE)).encode()).hexdigest()
+                               scale, kah, sorted((k, v if isinstance(v, int) else v.nbytes)
+                                                  for k, v in L["buffers"].items()),
+                               P.Params().with_(**{n: 0 for n in P.FITTED}), MODEL_SOURCE, axis,
+                               getattr(wg_map, "__qualname__", None))).encode()).hexdigest()
     if key in cache:
         return tuple(cache[key])
-    samples = _samples(L["trace_grid"])
-    tr = capture(L["co"], L["trace_grid"], L["block"], L["kernarg"], L["buffers"], workgroups=samples,
-                 kernel=L["kernel"])
-    run = simulate_grid(L["co"], L["kernel"], tr, samples, tuple(L["trace_grid"]), tuple(L["grid"]) + (1,) * (3 - len(L["grid"])),
-                        L["block"], L["loop_scale"], p)
+    samples, wgs = sample_plan(tg, axis, wg_map)
+    tr = capture(L["co"], tg, L["block"], L["kernarg"], L["buffers"], workgroups=wgs, kernel=L["kernel"])
+    run = simulate_grid(L["co"], L["kernel"], tr, samples, tg, tuple(L["grid"]) + (1,) * (3 - len(L["grid"])),
+                        L["block"], L["loop_scale"], p, tile_axis=axis, wg_map=wg_map)
     cache[key] = (run.cycles, run.active)
     return run.cycles, run.active
 
@@ -110,9 +90,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit-table", action="append", default=[], metavar="STEM=N",
                     help="first N rows of the table with this file stem only (the run says so)")
     a = ap.parse_args(argv)
-    dirs = [AL.SHARED / "gfx950", *a.co_dir]
-    idx = AL.co_index([d for d in dirs if Path(d).exists()])
-    entries = read_tables(a.tables)
+    idx = MR.co_index(a.co_dir)
+    entries = MR.read_tables(a.tables)
     if a.limit:
         seen: dict = {}
         entries = [e for e in entries if seen.setdefault(e[0], []).append(1) or len(seen[e[0]]) <= a.limit]
@@ -129,9 +108,9 @@ def main(argv=None) -> int:
     rows: list[C.Row] = []
     t0 = time.time()
     for table, kind, r in entries:
-        name = row_name(table, kind, r)
+        name = MR.row_name(table, kind, r)
         try:
-            L = AL.row_launch(kind, r, idx)
+            L = MR.row_launch(kind, r, idx)
             cycles, active = simulate_row(L, base, cache)
         except Exception as e:          # noqa: BLE001 — name the row, say why, stop
             print(f"error: row {name} cannot be predicted: {type(e).__name__}: {e}", file=sys.stderr)

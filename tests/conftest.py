@@ -68,7 +68,7 @@ def fp8_attention_bound(s, v, o_ref):
     delta >= 0 (its exponent is taken against a running max no larger than the true one); E4M3 RNE
     errs by at most 2^-4 P for P >= 2^-6 (3 fraction bits) and by min(2^-10, P) below (subnormal
     spacing 2^-9), so in the true max's units the error is e(p) = max(2^-4 p, min(2^-10, p)):
-        |dO| <= sum_j e(p_j) |v_j| / sum_j p_j  +  2^-9 |O|   (bf16 store of O, RNE)
+        |dO| <= sum_j e(p_j) |v_j| / sum_j p_j  +  2^-8 |O|   (bf16 store of O, RNE)
                 + 2^-16 * sum_j p_j |v_j| / sum_j p_j        (fp32 exp / sums / the rounded score
                                                              constant: |s| 2^-22-ish relative, << this)
     A row with no visible key has O = 0 exactly (bound 0 there)."""
@@ -78,5 +78,5 @@ def fp8_attention_bound(s, v, o_ref):
     den = p.sum(-1, keepdim=True)
     e = torch.maximum(2.0 ** -4 * p, torch.minimum(torch.full_like(p, 2.0 ** -10), p))
     pv = p @ v.abs()
-    bound = (e @ v.abs() + 2.0 ** -16 * pv) / torch.where(den > 0, den, 1) + 2.0 ** -9 * o_ref.abs()
+    bound = (e @ v.abs() + 2.0 ** -16 * pv) / torch.where(den > 0, den, 1) + 2.0 ** -8 * o_ref.abs()
     return bound

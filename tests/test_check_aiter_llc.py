@@ -57,6 +57,8 @@ def to_mir(ins) -> str | None:
         return None
     if n.startswith("v_cmp_") and n.endswith("_f32") and ins.suffix == "_e64":
         return f"{r[0]} = {n.upper()}_e64 0, {r[1]}, 0, {r[2]}, 0, implicit $mode, {EX}"
+    if n.startswith("v_cmp_") and n.endswith(("_i32", "_u32")) and ins.suffix == "_e64":   # no source modifiers
+        return f"{r[0]} = {n.upper()}_e64 {r[1]}, {r[2]}, {EX}"
     if n == "v_cndmask_b32" and ins.suffix == "_e64":
         return f"{r[0]} = V_CNDMASK_B32_e64 0, {r[1]}, 0, {r[2]}, {r[3]}, {EX}"
     if n in ("s_mov_b32", "s_add_u32"):

@@ -234,3 +234,70 @@ def test_long_loop_is_priced_by_the_work_simulated_not_by_whole_iterations():
     assert stream_work(scale_loops(rec, 2.0, work), work) == 15 * 8   # x2 run: 8 MFMAs added, not 7
     for f in (3.0, 1.5, 2.0):
         assert abs(cycles(4, f) - (base + 7 * f * mfma)) <= 1, f     # cycles are whole (floor)
+
+
+def _triangle_kernel(axis: str):
+    """Workgroup i along `axis` runs 1 + i dependent MFMAs (16 cycles each): work linear in i, like
+    a causal Q tile (FlyDSL's attention has its tiles on grid y)."""
+    k = Kernel(f"tri_{axis}", block=64, workgroup_ids="xyz", lds=96 * 1024)
+    k.s_add_u32(s[20], k.workgroup_id(axis), 1)
+    k.label("top")
+    k.v_mfma_f32_16x16x32_bf16(v[0:3], v[64:67], v[68:71], v[0:3])
+    k.s_sub_u32(s[20], s[20], 1)
+    k.s_cmp_lg_u32(s[20], 0)
+    k.s_cbranch_scc1("top")
+    k.s_endpgm()
+    return k.build().co
+
+
+def test_tile_axis_y_prices_a_triangle_as_axis_x_does():
+    """The same triangle on grid x (the default tile axis) and on grid y (tile_axis=1): the same
+    samples, durations and makespan. Without tile_axis the y triangle's interior is priced as its
+    first, and the makespan comes out short."""
+    from flyasm.perf.model import predict, sample_plan
+    p = PARAMS.with_(launch_us=0.0)
+    n = 9
+    on_x = predict(_triangle_kernel("x"), (n, 1, 1), 64, b"", params=p, dram_bytes=0)
+    on_y = predict(_triangle_kernel("y"), (1, n, 1), 64, b"", params=p, dram_bytes=0, tile_axis=1)
+    assert sorted(on_x.samples.values()) == sorted(on_y.samples.values())
+    assert on_x.cycles == on_y.cycles == max(on_x.samples.values())
+    assert sample_plan((1, n, 3), tile_axis=1)[0] == [(0, 0, 0), (0, 4, 0), (0, 8, 0), (0, 0, 2)]
+    # once workgroups queue (600 on 256 CUs, one per CU: 96 KB LDS) the interior's durations count
+    ax = predict(_triangle_kernel("y"), (1, 600, 1), 64, b"", params=p, dram_bytes=0, tile_axis=1)
+    assert ax.cycles == predict(_triangle_kernel("x"), (600, 1, 1), 64, b"", params=p, dram_bytes=0).cycles
+    flat = predict(_triangle_kernel("y"), (1, 600, 1), 64, b"", params=p, dram_bytes=0)
+    assert flat.cycles < ax.cycles
+
+
+def test_wg_map_puts_each_items_duration_where_its_workgroup_is_dispatched():
+    """A kernel that runs workgroup x as item (x + n/2) % n, item i doing 1 + i MFMAs: the samples
+    are items (recorded at the workgroups that run them), and the dispatch sees the items in the
+    workgroups' order, longest half first: the makespan of those durations in that order."""
+    from flyasm.perf.model import PerfError, dispatch, predict, sample_plan
+    n, shift = 600, 300
+
+    def wg_map(g, x, y, z):
+        return (x + shift) % g[0], y, z
+    k = Kernel("tri_shift", block=64, workgroup_ids="x", lds=96 * 1024)
+    k.s_add_u32(s[20], k.workgroup_id("x"), shift + 1)
+    k.s_cmp_gt_u32(s[20], n)                 # s20 = (x + shift) % n + 1 MFMAs
+    k.s_cselect_b32(s[21], n, 0)
+    k.s_sub_u32(s[20], s[20], s[21])
+    k.label("top")
+    k.v_mfma_f32_16x16x32_bf16(v[0:3], v[64:67], v[68:71], v[0:3])
+    k.s_sub_u32(s[20], s[20], 1)
+    k.s_cmp_lg_u32(s[20], 0)
+    k.s_cbranch_scc1("top")
+    k.s_endpgm()
+    co = k.build().co
+    items, wgs = sample_plan((n, 1, 1), wg_map=wg_map)
+    assert items == [(0, 0, 0), (299, 0, 0), (599, 0, 0)] and wgs == [(300, 0, 0), (599, 0, 0), (299, 0, 0)]
+    p = PARAMS.with_(launch_us=0.0)
+    got = predict(co, (n, 1, 1), 64, b"", params=p, dram_bytes=0, wg_map=wg_map)
+    d = got.samples
+    assert d[(299, 0, 0)] - d[(0, 0, 0)] == 299 * 16 and d[(599, 0, 0)] - d[(0, 0, 0)] == 599 * 16
+    per_item = d[(0, 0, 0)] + 16 * np.arange(n)
+    in_order = per_item[(np.arange(n) + shift) % n]
+    assert got.cycles == dispatch(in_order, PARAMS.n_cu) != dispatch(per_item, PARAMS.n_cu)
+    with pytest.raises(PerfError, match="bijection"):
+        sample_plan((n, 1, 1), wg_map=lambda g, x, y, z: (x // 2, y, z))

@@ -1,13 +1,17 @@
 """Whole-kernel time: sampled workgroups through the CU model, then the grid over the device.
 
-Sample (say which, it is part of the answer): along grid x (the tile axis of GEMMs and attention)
-the workgroups x = 0, the middle one and the last, at y = z = 0; and when y or z has more than one
-workgroup, (0, last y, 0) and (0, 0, last z). A workgroup's duration is linear in x between the x
-samples, which is exact for uniform tiles, for a causal triangle (work linear in the tile index) and
-for aiter's paired causal tiles (flat). Along y and z the interior is taken to equal the first and
-the last to differ by what its sample shows: the remainder tile (an M tail; split-K's last split,
-which in aiter's bf16 GEMMs gets K's remainder: 80 K-steps over 13 splits run 6 each and 8 on the
-last, seen in the emulator). Each sample runs on one CU with as many
+Sample (say which, it is part of the answer): along the tile axis (grid x for aiter's GEMMs and
+attention; a launch may name another, `tile_axis`) the work items 0, the middle one and the last, at
+0 on the other axes; and on each other axis with more than one workgroup, its last one. Work items
+are the launch's workgroups unless `wg_map` says otherwise: a kernel that re-derives its (tile,
+head, batch) from the workgroup id (FlyDSL's XCD-mapping build) gives that bijection, the samples
+are taken over work items and emulated at the workgroups that run them, and the dispatch puts each
+item's duration where the hardware dispatches its workgroup. An item's duration is linear along the
+tile axis between its samples, which is exact for uniform tiles, for a causal triangle (work linear
+in the tile index) and for aiter's paired causal tiles (flat). Along the other axes the interior is
+taken to equal the first and the last to differ by what its sample shows: the remainder tile (an
+M tail; split-K's last split, which in aiter's bf16 GEMMs gets K's remainder: 80 K-steps over 13
+splits run 6 each and 8 on the last, seen in the emulator). Each sample runs on one CU with as many
 copies of itself as occupancy and the grid allow (co-resident workgroups staggered by wg_stagger
 cycles), so the port contention of a full CU is in its duration. A main loop longer than recorded
 (loop_scale f > 1) costs d1 + (f W1 - W1) (d2 - d1) / (W2 - W1): the recorded run (duration d1,
@@ -74,10 +78,30 @@ def occupancy_of(co: bytes, kernel: str | None, threads: int) -> int:
     return int(occ["workgroups_per_cu"])
 
 
-def _samples(grid) -> list[tuple]:
-    gx, gy, gz = _dims3(grid)
-    return [(x, 0, 0) for x in sorted({0, (gx - 1) // 2, gx - 1})] + \
-        ([(0, gy - 1, 0)] if gy > 1 else []) + ([(0, 0, gz - 1)] if gz > 1 else [])
+def _samples(grid, tile_axis: int = 0) -> list[tuple]:
+    """The sampled work items (x, y, z) of `grid`: first, middle and last along the tile axis, then
+    the last of each other axis that has more than one."""
+    dims = _dims3(grid)
+
+    def at(axis, i):
+        return tuple(i if a == axis else 0 for a in range(3))
+    n = dims[tile_axis]
+    return [at(tile_axis, i) for i in sorted({0, (n - 1) // 2, n - 1})] + \
+        [at(a, dims[a] - 1) for a in range(3) if a != tile_axis and dims[a] > 1]
+
+
+def sample_plan(grid, tile_axis: int = 0, wg_map=None) -> tuple[list, list]:
+    """(sampled work items, the workgroups of `grid` that run them: what to record)."""
+    items = _samples(grid, tile_axis)
+    if wg_map is None:
+        return items, items
+    g = _dims3(grid)
+    z, y, x = np.indices(g[::-1]).reshape(3, -1)
+    lx, ly, lz = wg_map(g, x, y, z)
+    where = {(int(a), int(b), int(c)): (int(i), int(j), int(k)) for a, b, c, i, j, k in zip(lx, ly, lz, x, y, z)}
+    if len(where) != len(x):
+        raise PerfError(f"wg_map is not a bijection on the grid {g}")
+    return items, [where[it] for it in items]
 
 
 def dispatch(durations: np.ndarray, slots: int) -> int:
@@ -97,24 +121,28 @@ def dispatch(durations: np.ndarray, slots: int) -> int:
 
 def predict(co: bytes, grid, block, kernarg, buffers: dict | None = None, *, kernel: str | None = None,
             lds: int | None = None, flops: float | None = None, dram_bytes: float | None = None,
-            trace_grid=None, loop_scale: float = 1.0, params: P.Params | None = None, locs=None) -> Prediction:
+            trace_grid=None, loop_scale: float = 1.0, params: P.Params | None = None, locs=None,
+            tile_axis: int = 0, wg_map=None) -> Prediction:
     """Predicted time of one launch with grid `grid`. The streams are recorded on a launch described by
     `trace_grid` (default: grid), `kernarg` and `buffers`, which may be a smaller problem of the same
     kernel: fewer heads/batches (y, z), fewer tiles along x (samples map by relative x position) and a
     shorter main loop (`loop_scale` = target work / recorded work, e.g. K / recorded K: trace.scale_loops
     adds main-loop iterations until the MFMA work grows by that factor; a
-    callable takes the sample's relative x position, e.g. for a causal triangle).
+    callable takes the sample's relative position along the tile axis, e.g. for a causal triangle).
+    tile_axis: the grid axis along which work varies (durations are interpolated along it);
+    wg_map(grid, x, y, z) -> (x', y', z'): the work item each workgroup runs (arrays in, arrays out,
+    a bijection on the grid), when the kernel does not run workgroup (x, y, z) as item (x, y, z).
     dram_bytes: compulsory traffic (default: the buffers' sizes x grid / trace_grid). flops: for TFLOPS."""
     p = params or P.load()
     g = _dims3(grid)
     tg = _dims3(trace_grid or g)
     threads = int(np.prod(_dims3(block)))
-    samples = _samples(tg)
-    tr = capture(co, tg, block, kernarg, buffers, workgroups=samples, kernel=kernel, lds=lds)
+    samples, wgs = sample_plan(tg, tile_axis, wg_map)
+    tr = capture(co, tg, block, kernarg, buffers, workgroups=wgs, kernel=kernel, lds=lds)
     if dram_bytes is None:
         scale = (g[0] * g[1] * g[2]) / (tg[0] * tg[1] * tg[2])
         dram_bytes = sum(v if isinstance(v, int) else v.nbytes for v in (buffers or {}).values()) * scale
-    run = simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs)
+    run = simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs, tile_axis, wg_map)
     return finish(run, dram_bytes, p, flops)
 
 
@@ -140,7 +168,9 @@ _SIM_CACHE: dict = {}
 _RUN_CACHE: dict = {}
 
 
-def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=None) -> GridRun:
+def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=None, tile_axis: int = 0,
+                  wg_map=None) -> GridRun:
+    """`samples` are work items of the trace grid `tg` (sample_plan), in the order `tr` recorded them."""
     from ..emu import load_program
     from .trace import scale_loops, stream_work
     prog = load_program(co, kernel)
@@ -151,8 +181,9 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
     resident = max(1, min(occupancy_of(co, prog.name, threads), math.ceil(n_wg / p.n_cu)))
     active_cu = min(p.n_cu, n_wg)
     pc = p.with_(cu_bytes_per_clk=min(p.cu_bytes_per_clk, p.l2_hit_bytes_per_clk / active_cu))
+    ax = tile_axis
     key = (tr.key or id(tr), tuple(samples), loop_scale if not callable(loop_scale) else
-           tuple(loop_scale(x / max(tg[0] - 1, 1)) for x, _, _ in samples), resident, pc)
+           tuple(loop_scale(wg[ax] / max(tg[ax] - 1, 1)) for wg in samples), resident, pc)
     hit = _SIM_CACHE.get(key)
     if hit is None:
         static = prog.__dict__.get("_perf_static")
@@ -167,7 +198,7 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
             by_wg.setdefault(s["wg"], []).append(s)
         durs, main, seen = {}, None, {}
         for si, wg in enumerate(samples):
-            rel = wg[0] / max(tg[0] - 1, 1)
+            rel = wg[ax] / max(tg[ax] - 1, 1)
             f = loop_scale(rel) if callable(loop_scale) else loop_scale
             raw = by_wg.get(si, [])
             if not raw:
@@ -199,14 +230,19 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
                 main = (d, r)
         hit = _SIM_CACHE[key] = (durs, main[1])
     durs, r = hit
-    line = sorted((wg[0] / max(tg[0] - 1, 1), d) for wg, d in durs.items() if wg[1] == wg[2] == 0)
-    dx = np.interp(np.arange(g[0]) / max(g[0] - 1, 1), [x for x, _ in line], [d for _, d in line])
-    d = np.tile(dx, (g[2], g[1], 1))                       # [z, y, x]: x fastest in dispatch order
+    others = [a for a in range(3) if a != ax]
+    line = sorted((wg[ax] / max(tg[ax] - 1, 1), d) for wg, d in durs.items() if all(wg[a] == 0 for a in others))
+    dt = np.interp(np.arange(g[ax]) / max(g[ax] - 1, 1), [x for x, _ in line], [d for _, d in line])
+    d = np.broadcast_to(dt.reshape([-1 if 2 - a == ax else 1 for a in range(3)]), g[::-1]).copy()  # [z, y, x]
     first = durs[(0, 0, 0)]
-    if tg[1] > 1:
-        d[:, -1, :] += durs[(0, tg[1] - 1, 0)] - first
-    if tg[2] > 1:
-        d[-1, :, :] += durs[(0, 0, tg[2] - 1)] - first
+    for a in others:
+        if tg[a] > 1:
+            last = tuple(tg[a] - 1 if b == a else 0 for b in range(3))
+            d[tuple(-1 if 2 - b == a else slice(None) for b in range(3))] += durs[last] - first
+    if wg_map is not None:           # the item each workgroup runs, in dispatch order (x fastest)
+        z, y, x = np.indices(g[::-1]).reshape(3, -1)
+        lx, ly, lz = wg_map(g, x, y, z)
+        d = d[lz, ly, lx]
     d = np.maximum(d.reshape(-1), 1).astype(np.int64)
     cycles = dispatch(d, p.n_cu * resident)
     active = min(1.0, float(d.sum()) / (p.n_cu * resident * max(cycles, 1)))

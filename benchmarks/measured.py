@@ -1,0 +1,71 @@
+"""Measured rows of any author -> what perf.predict needs: the one place that reads the measured tables
+and says which author's launcher prices a row.
+
+Tables: aiter's GEMM tuning tables (gfx=gfx950, cu_num=256, libtype=asm rows), attention tables with
+kernelName,co_name,dtype,hdim_q,hdim_v,mask,mode,batch,nhead_q,nhead_k,seqlen_q,seqlen_k,us (aiter's
+fmha_v3_fwd tables; FlyDSL's, which add author,run,kernel_state,source and may mix both authors).
+A row's author is its `author` column when the table has one, else the kernel's: FlyDSL's kernel
+symbol is FlyDSL's, everything else aiter's. Code objects are looked up by kernelName / co_name under
+../shared/aiter/gfx950, ../shared/flydsl/gfx950 and any extra directory.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import aiter_launch as AL
+import flydsl_launch as FL
+
+CO_DIRS = (AL.SHARED / "gfx950", FL.CO_DIR)
+
+
+def co_index(extra=()) -> dict:
+    return AL.co_index([d for d in (*CO_DIRS, *extra) if Path(d).exists()])
+
+
+def author(row: dict) -> str:
+    a = row.get("author")
+    if isinstance(a, str) and a:
+        return a
+    return "flydsl" if row.get("kernelName") == FL.KERNEL else "aiter"
+
+
+def row_launch(kind: str, row: dict, idx: dict) -> dict:
+    """perf.predict's inputs for one row (raises LookupError naming what is missing). Keys: co, kernel,
+    grid, block, trace_grid, kernarg, buffers, loop_scale, dram_bytes, flops, group, and optionally
+    tile_axis and wg_map (model.predict's)."""
+    who = author(row)
+    if who == "flydsl":
+        if kind != "fmha":
+            raise LookupError(f"FlyDSL rows are attention rows; this one is a {kind} row")
+        return FL.row_launch(row, idx)
+    if who == "aiter":
+        return AL.row_launch(kind, row, idx)
+    raise LookupError(f"no launcher for author {who!r}")
+
+
+def read_tables(paths) -> list[tuple[str, str, dict]]:
+    """(table stem, kind, row dict with its index in '_row') of every measured row under paths."""
+    import pandas as pd
+    files = []
+    for p in map(Path, paths):
+        files += sorted(p.glob("*.csv")) if p.is_dir() else [p]
+    out = []
+    for f in files:
+        df = pd.read_csv(f)
+        kind = AL.table_kind(df.columns)
+        if kind is None:
+            continue
+        if kind == "gemm":
+            df = df[(df["gfx"] == "gfx950") & (df["cu_num"] == 256) & (df["libtype"] == "asm")]
+        for i, r in df.iterrows():
+            d = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.to_dict().items()}
+            out.append((f.stem, kind, {**d, "_row": int(i)}))
+    return out
+
+
+def row_name(table: str, kind: str, r: dict) -> str:
+    if kind == "fmha":
+        return (f"{table}:{r['_row']} {r['co_name']} b{r['batch']} h{r['nhead_q']}/{r['nhead_k']} "
+                f"s{r['seqlen_q']}")
+    return f"{table}:{r['_row']} {r['kernelName'].replace('_ZN5aiter', '')[:48]} M{r['M']} N{r['N']} K{r['K']} sk{r['splitK']}"
