@@ -119,8 +119,9 @@ def causal_keys(t, S: int, Skv: int):
 def row_launch(row: dict, idx: dict | None = None) -> dict:
     """Everything perf.predict needs for one measured FlyDSL row (the keys of aiter_launch.row_launch,
     plus tile_axis and wg_map): the row's code object (co_name, found in `idx` or ../shared/flydsl/
-    gfx950) at the row's shape, recorded at batch 1, every head (the head count is compiled in, and
-    the XCD-mapping build derives its tiles from it), seqlen trace_seqlen(S), its loop scaled.
+    gfx950; a row without one takes the build FlyDSL's dispatch picks) at the row's shape, recorded
+    at batch 1, every head (the head count is compiled in, and the XCD-mapping build derives its
+    tiles from it), seqlen trace_seqlen(S), its loop scaled.
 
     Which recorded workgroup stands for which real one. The tile axis is grid y (x is the head: all
     heads do the same work, so x needs no interpolation; z is the batch). The model samples work items
@@ -133,7 +134,10 @@ def row_launch(row: dict, idx: dict | None = None) -> dict:
     recorded one is (trace_seqlen). For the XCD-mapping build the work items are its (head, tile,
     batch) and wg_map (xcd_wg_map) tells the model which workgroup runs which item: the samples are
     recorded at the workgroups that run them, and dispatch order is the hardware's (x fastest)."""
-    co_name = row.get("co_name") or ""
+    B, H, Hkv = int(row["batch"]), int(row["nhead_q"]), int(row["nhead_k"])
+    S, Skv, D = int(row["seqlen_q"]), int(row["seqlen_k"]), int(row["hdim_q"])
+    causal = int(row["mask"]) != 0
+    co_name = row.get("co_name") or build_name(H, S, causal, Hkv, D)     # none named: the one FlyDSL picks
     path = None
     if idx and co_name in idx:
         path = Path(idx[co_name][0])
@@ -142,9 +146,6 @@ def row_launch(row: dict, idx: dict | None = None) -> dict:
     if path is None:
         raise FlydslLaunchError(f"no FlyDSL code object {co_name!r} (looked in the index and {CO_DIR})")
     co = path.read_bytes()
-    B, H, Hkv = int(row["batch"]), int(row["nhead_q"]), int(row["nhead_k"])
-    S, Skv, D = int(row["seqlen_q"]), int(row["seqlen_k"]), int(row["hdim_q"])
-    causal = int(row["mask"]) != 0
     if int(row.get("hdim_v") or D) != D or int(row.get("mode") or 0) != 0 or row.get("dtype", "bf16") != "bf16":
         raise FlydslLaunchError(f"{co_name}: FlyDSL's dense bf16 forward takes hdim_q = hdim_v and batch mode")
     S0, S0kv = trace_seqlen(S), trace_seqlen(Skv)

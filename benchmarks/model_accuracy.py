@@ -1,19 +1,30 @@
 """How well does `flyasm perf` predict measured kernel times?
 
-    python3 benchmarks/model_accuracy.py DIR_OR_CSV [...] [--co-dir DIR ...] [--write-params] [--limit N]
+    python3 benchmarks/model_accuracy.py DIR_OR_CSV [...] [--co-dir DIR ...] [--no-fit] [--keep-going]
+                                         [--write-params] [--limit N] [--limit-table STEM=N]
 
-Reads aiter-style measured tables (GEMM tuning tables: gfx=gfx950, cu_num=256, libtype=asm rows;
-attention tables with kernelName,co_name,dtype,hdim_q,hdim_v,mask,mode,batch,nhead_q,nhead_k,
-seqlen_q,seqlen_k,us), finds each row's code object by kernelName / co_name under
-../shared/aiter/gfx950 and every --co-dir, predicts it (perf.model: emulator streams of sampled
-workgroups -> CU model -> dispatch over 256 CUs) and fits the few free constants
-(perf.params.FITTED) on measured rows, one set for all tables. Prints, per table and overall:
-median and p90 of |pred - meas| / meas, Spearman rank correlation, the five worst rows; for
+Reads measured tables (benchmarks/measured.py: aiter's GEMM tuning tables and attention tables,
+FlyDSL's attention table with its author and run columns, any mix of authors in one table), finds
+each row's code object (kernelName / co_name under ../shared/aiter/gfx950, ../shared/flydsl/gfx950
+and every --co-dir), launches it as its author's host code does and predicts it (perf.model:
+emulator streams of sampled workgroups -> CU model -> dispatch over 256 CUs).
+
+Without --no-fit it fits the few free constants (perf.params.FITTED) on the rows, one set for all
+tables, and prints, for
   * training (fit on every row),
   * held out (fit on even rows, score odd rows, and the reverse),
-  * attention cross-validation over seqlen (fit on all GEMM rows + two seqlens, score the third).
-Exit 0 when every row was predicted; a row that cannot be predicted is an error naming it.
---write-params stores the all-rows fit in flyasm/perf/params.json (what `flyasm perf` uses).
+  * attention cross-validation over seqlen (fit on all GEMM rows + two seqlens, score the third):
+median and p90 of |pred - meas| / meas and the Spearman rank correlation per table, per author and
+overall, and the five worst rows. With --no-fit it refits nothing: the rows are scored with the
+shipped flyasm/perf/params.json (how held-out rows are judged). Either way it then prints the
+within-run ratio table: for rows sharing a `run` (measured in the same run), each pair's predicted
+speed ratio against the measured one (FlyDSL/aiter; within one author, the later row over the
+earlier, e.g. XCD mapping on/off), with the error.
+
+Exit 0 when every row was predicted; a row that cannot be predicted is an error naming it (exit 1,
+at once; with --keep-going after every row was tried, listing each failing row, the tables of the
+others printed). --write-params stores the all-rows fit in flyasm/perf/params.json (what
+`flyasm perf` uses).
 """
 from __future__ import annotations
 
@@ -54,7 +65,7 @@ def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
     key = hashlib.sha256(repr((hashlib.sha256(L["co"]).hexdigest(), L["kernel"], L["grid"], L["trace_grid"],
                                scale, kah, sorted((k, v if isinstance(v, int) else v.nbytes)
                                                   for k, v in L["buffers"].items()),
-                               P.Params().with_(**{n: 0 for n in P.FITTED}), MODEL_SOURCE, axis,
+                               p.with_(**{n: 0 for n in P.FITTED}), MODEL_SOURCE, axis,
                                getattr(wg_map, "__qualname__", None))).encode()).hexdigest()
     if key in cache:
         return tuple(cache[key])
@@ -66,30 +77,108 @@ def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
     return run.cycles, run.active
 
 
-def report(title: str, rows, pred) -> bool:
+def report(title: str, rows, pred, meta) -> None:
     print(f"\n== {title}")
-    tables = sorted({r.table for r in rows})
-    print(f"{'table':<44}{'rows':>5}{'median':>9}{'p90':>9}{'spearman':>10}")
-    for t in tables + ["ALL"]:
-        sel = [i for i, r in enumerate(rows) if t == "ALL" or r.table == t]
+    print(f"{'table / author':<44}{'rows':>5}{'median':>9}{'p90':>9}{'spearman':>10}")
+    groups = [(t, [i for i, r in enumerate(rows) if r.table == t]) for t in sorted({r.table for r in rows})]
+    authors = sorted({m["author"] for m in meta})
+    groups += [(f"author {w}", [i for i, m in enumerate(meta) if m["author"] == w]) for w in authors]
+    groups.append(("ALL", list(range(len(rows)))))
+    for label, sel in groups:
         s = C.score([rows[i] for i in sel], pred[sel])
-        print(f"{t:<44}{s['n']:>5}{s['median']:>9.1%}{s['p90']:>9.1%}{s['spearman']:>10.3f}")
+        print(f"{label:<44}{s['n']:>5}{s['median']:>9.1%}{s['p90']:>9.1%}{s['spearman']:>10.3f}")
     s = C.score(rows, pred)
     print("worst rows (measured us, predicted us, error):")
     for name, m, pr, e in s["worst"]:
         print(f"  {name:<80} {m:9.2f} {pr:9.2f} {e:7.1%}")
-    return True
+
+
+def run_pairs(meta) -> list[tuple[int, int]]:
+    """(numerator, denominator) row indices of every pair of rows sharing a run: FlyDSL's row over
+    aiter's when the authors differ, else the later row over the earlier."""
+    by_run: dict = {}
+    for i, m in enumerate(meta):
+        if m["run"]:
+            by_run.setdefault(m["run"], []).append(i)
+    pairs = []
+    for run in by_run.values():
+        for a, i in enumerate(run):
+            for j in run[a + 1:]:
+                wi, wj = meta[i]["author"], meta[j]["author"]
+                pairs.append((i, j) if wi != wj and wj == "aiter" else (j, i))
+    return pairs
+
+
+def ratio_table(title: str, rows, pred, meta) -> list[float]:
+    """Speed ratios (FLOP/s of the numerator over the denominator's) of the run pairs, predicted
+    against measured; returns the errors (predicted / measured - 1)."""
+    pairs = run_pairs(meta)
+    if not pairs:
+        return []
+    print(f"\n== within-run ratios, {title} (speed of the first over the second)")
+    print(f"{'run':<16}{'first':<52}{'second':<52}{'measured':>9}{'predicted':>10}{'error':>8}")
+    errs = []
+    for i, j in pairs:
+        def speed(k, us):
+            return meta[k]["flops"] / us
+        meas = speed(i, rows[i].measured_us) / speed(j, rows[j].measured_us)
+        got = speed(i, pred[i]) / speed(j, pred[j])
+        errs.append(got / meas - 1)
+        print(f"{meta[i]['run']:<16}{meta[i]['label'][:51]:<52}{meta[j]['label'][:51]:<52}{meas:>9.3f}{got:>10.3f}"
+              f"{errs[-1]:>+8.1%}")
+    e = np.abs(errs)
+    print(f"{len(errs)} pairs: median |error| {np.median(e):.1%}, max {e.max():.1%}, within 5%: {int((e <= 0.05).sum())}")
+    return errs
+
+
+def simulate_all(entries, idx, base, keep_going: bool):
+    """(rows, meta, failures): one calibrate.Row per predicted row, its author, run, FLOPs and label."""
+    cache = json.loads(ROWS_CACHE.read_text()) if ROWS_CACHE.exists() else {}
+    rows: list[C.Row] = []
+    meta, failed = [], []
+    t0 = time.time()
+    try:
+        for table, kind, r in entries:
+            name = MR.row_name(table, kind, r)
+            try:
+                L = MR.row_launch(kind, r, idx)
+                cycles, active = simulate_row(L, base, cache)
+            except Exception as e:          # noqa: BLE001 — name the row, say why
+                failed.append(f"row {name} cannot be predicted: {type(e).__name__}: {e}")
+                print(f"error: {failed[-1]}", file=sys.stderr, flush=True)
+                if not keep_going:
+                    break
+                continue
+            rows.append(C.Row(name, table, cycles, L["dram_bytes"], float(r["us"]),
+                              L["group"] if kind == "fmha" else "", active))
+            who = MR.author(r)
+            kname = str(r.get("co_name") or r.get("kernelName")).removesuffix(".co")
+            meta.append(dict(author=who, run=r.get("run") or "", flops=L["flops"], label=f"{who} {kname}"))
+            print(f"  [{time.time() - t0:6.0f} s] {name}: {cycles} cycles", file=sys.stderr, flush=True)
+            ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+            ROWS_CACHE.write_text(json.dumps(cache))
+    finally:
+        ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        ROWS_CACHE.write_text(json.dumps(cache))
+    print(f"{len(rows)} rows simulated in {time.time() - t0:.0f} s")
+    return rows, meta, failed
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("tables", nargs="+")
     ap.add_argument("--co-dir", action="append", default=[])
+    ap.add_argument("--no-fit", action="store_true",
+                    help="score with the shipped flyasm/perf/params.json, refit nothing (held-out rows)")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="try every row, list all that cannot be predicted (still exit 1)")
     ap.add_argument("--write-params", action="store_true")
     ap.add_argument("--limit", type=int, default=0, help="first N rows of each table only (smoke runs)")
     ap.add_argument("--limit-table", action="append", default=[], metavar="STEM=N",
                     help="first N rows of the table with this file stem only (the run says so)")
     a = ap.parse_args(argv)
+    if a.no_fit and a.write_params:
+        ap.error("--write-params stores a fit; --no-fit makes none")
     idx = MR.co_index(a.co_dir)
     entries = MR.read_tables(a.tables)
     if a.limit:
@@ -103,59 +192,58 @@ def main(argv=None) -> int:
     if not entries:
         print("no measured rows found in " + ", ".join(a.tables), file=sys.stderr)
         return 2
-    cache = json.loads(ROWS_CACHE.read_text()) if ROWS_CACHE.exists() else {}
-    base = P.Params()
-    rows: list[C.Row] = []
-    t0 = time.time()
-    for table, kind, r in entries:
-        name = MR.row_name(table, kind, r)
-        try:
-            L = MR.row_launch(kind, r, idx)
-            cycles, active = simulate_row(L, base, cache)
-        except Exception as e:          # noqa: BLE001 — name the row, say why, stop
-            print(f"error: row {name} cannot be predicted: {type(e).__name__}: {e}", file=sys.stderr)
-            ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
-            ROWS_CACHE.write_text(json.dumps(cache))
-            return 1
-        rows.append(C.Row(name, table, cycles, L["dram_bytes"], float(r["us"]), L["group"] if kind == "fmha" else "",
-                          active))
-        ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
-        ROWS_CACHE.write_text(json.dumps(cache))
-        print(f"  [{time.time() - t0:6.0f} s] {name}: {cycles} cycles", file=sys.stderr, flush=True)
-    ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
-    ROWS_CACHE.write_text(json.dumps(cache))
-    print(f"{len(rows)} rows simulated in {time.time() - t0:.0f} s")
+    base = P.load()
+    rows, meta, failed = simulate_all(entries, idx, base, a.keep_going)
+    if failed and not a.keep_going:
+        return 1
+    if rows:
+        if a.no_fit:
+            print("shipped params (flyasm/perf/params.json, nothing refitted): "
+                  + ", ".join(f"{n} = {getattr(base, n):.4g}" for n in P.FITTED))
+            pred = C.predict_us(rows, base)
+            report("no fit: the shipped parameters", rows, pred, meta)
+            ratio_table("shipped parameters", rows, pred, meta)
+        else:
+            fit_reports(rows, meta, base, a)
+    if failed:
+        print(f"\n{len(failed)} row(s) could not be predicted:", file=sys.stderr)
+        for f in failed:
+            print(f"  {f}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def fit_reports(rows, meta, base, a) -> None:
     fitted = C.fit(rows, base)
     print("fitted: " + ", ".join(f"{n} = {getattr(fitted, n):.4g}" for n in P.FITTED))
-    report("training: fit on all rows, scored on the same rows", rows, C.predict_us(rows, fitted))
+    train = C.predict_us(rows, fitted)
+    report("training: fit on all rows, scored on the same rows", rows, train, meta)
     pred = np.zeros(len(rows))
     for half in (0, 1):
-        train = [r for i, r in enumerate(rows) if i % 2 == half]
-        pf = C.fit(train, base)
+        part = [r for i, r in enumerate(rows) if i % 2 == half]
+        pf = C.fit(part, base)
         for i, r in enumerate(rows):
             if i % 2 != half:
                 pred[i] = C.predict_us([r], pf)[0]
-    report("held out: fit on even rows -> score odd rows, and the reverse", rows, pred)
+    report("held out: fit on even rows -> score odd rows, and the reverse", rows, pred, meta)
     groups = sorted({r.group for r in rows if r.group})
     if len(groups) >= 2:
-        att = [r for r in rows if r.group]
+        att = [i for i, r in enumerate(rows) if r.group]
         cv = np.zeros(len(att))
         for g in groups:
-            train = [r for r in rows if r.group != g]
-            pf = C.fit(train, base)
-            for i, r in enumerate(att):
-                if r.group == g:
-                    cv[i] = C.predict_us([r], pf)[0]
-                    print(f"  cv {g}: fitted " + ", ".join(f"{n}={getattr(pf, n):.3g}" for n in P.FITTED)) \
-                        if i == min(j for j, x in enumerate(att) if x.group == g) else None
-        report("attention cross-validation over seqlen: fit on GEMMs + two seqlens, score the third", att, cv)
+            pf = C.fit([r for r in rows if r.group != g], base)
+            print(f"  cv {g}: fitted " + ", ".join(f"{n}={getattr(pf, n):.3g}" for n in P.FITTED))
+            for k, i in enumerate(att):
+                if rows[i].group == g:
+                    cv[k] = C.predict_us([rows[i]], pf)[0]
+        report("attention cross-validation over seqlen: fit on GEMMs + two seqlens, score the third",
+               [rows[i] for i in att], cv, [meta[i] for i in att])
+    ratio_table("training fit", rows, train, meta)
     if a.write_params:
         P.STORE.write_text(json.dumps({"params": {n: getattr(fitted, n) for n in P.FITTED},
                                        "fitted_on": [_relative(t) for t in a.tables], "rows": len(rows),
                                        "limits": a.limit_table}, indent=1) + "\n")
         print(f"wrote {P.STORE}")
-    return 0
-
 
 
 def _relative(path) -> str:
