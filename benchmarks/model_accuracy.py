@@ -13,7 +13,7 @@ Without --no-fit it fits the few free constants (perf.params.FITTED) on the rows
 tables, and prints, for
   * training (fit on every row),
   * held out (fit on even rows, score odd rows, and the reverse),
-  * attention cross-validation over seqlen (fit on all GEMM rows + two seqlens, score the third):
+  * attention cross-validation over seqlen (for each seqlen: fit on every other row, score its rows):
 median and p90 of |pred - meas| / meas and the Spearman rank correlation per table, per author and
 overall, and the five worst rows. With --no-fit it refits nothing: the rows are scored with the
 shipped flyasm/perf/params.json (how held-out rows are judged). Either way it then prints the
@@ -236,7 +236,7 @@ def fit_reports(rows, meta, base, a) -> None:
             for k, i in enumerate(att):
                 if rows[i].group == g:
                     cv[k] = C.predict_us([rows[i]], pf)[0]
-        report("attention cross-validation over seqlen: fit on GEMMs + two seqlens, score the third",
+        report("attention cross-validation over seqlen: fit on every other row, score one seqlen's rows",
                [rows[i] for i in att], cv, [meta[i] for i in att])
     ratio_table("training fit", rows, train, meta)
     if a.write_params:
