@@ -44,8 +44,13 @@ class FlydslLaunchError(LookupError):
 def build_name(H: int, S: int, causal: bool, Hkv: int | None = None, d: int = 128) -> str:
     """The code object FlyDSL's dispatch (flash_attn_interface: xcd_swizzle) runs for this call: the
     XCD-mapping build for non-causal calls with H % 8 == 0 and ceil(S/256) >= 64, else the plain one."""
-    Hkv = Hkv or H
     xcd = not causal and H % N_XCD == 0 and -(-S // BLOCK_M) >= MIN_Q_BLOCKS_XCD
+    return co_name(H, causal, xcd, Hkv, d)
+
+
+def co_name(H: int, causal: bool, xcd: bool, Hkv: int | None = None, d: int = 128) -> str:
+    """The file name of a build (../shared/flydsl/build/compile_fa.py's naming)."""
+    Hkv = Hkv or H
     return (f"fa_fwd_bf16_d{d}_{'causal' if causal else 'noncausal'}_h{H}" + (f"_hkv{Hkv}" if Hkv != H else "")
             + ("_xcdswz" if xcd else "") + ".co")
 
@@ -137,17 +142,15 @@ def row_launch(row: dict, idx: dict | None = None) -> dict:
     B, H, Hkv = int(row["batch"]), int(row["nhead_q"]), int(row["nhead_k"])
     S, Skv, D = int(row["seqlen_q"]), int(row["seqlen_k"]), int(row["hdim_q"])
     causal = int(row["mask"]) != 0
-    co_name = row.get("co_name") or build_name(H, S, causal, Hkv, D)     # none named: the one FlyDSL picks
-    path = None
-    if idx and co_name in idx:
-        path = Path(idx[co_name][0])
-    elif (CO_DIR / co_name).is_file():
-        path = CO_DIR / co_name
-    if path is None:
-        raise FlydslLaunchError(f"no FlyDSL code object {co_name!r} (looked in the index and {CO_DIR})")
+    name = row.get("co_name") or build_name(H, S, causal, Hkv, D)     # none named: the one FlyDSL picks
+    if idx and name in idx:
+        path = Path(idx[name][0])
+    else:                           # shipped, built before, or built now (flydsl_build says what it needs)
+        import flydsl_build
+        path = flydsl_build.find(name) or flydsl_build.build(H, Hkv, causal, name.endswith("_xcdswz.co"))
     co = path.read_bytes()
     if int(row.get("hdim_v") or D) != D or int(row.get("mode") or 0) != 0 or row.get("dtype", "bf16") != "bf16":
-        raise FlydslLaunchError(f"{co_name}: FlyDSL's dense bf16 forward takes hdim_q = hdim_v and batch mode")
+        raise FlydslLaunchError(f"{name}: FlyDSL's dense bf16 forward takes hdim_q = hdim_v and batch mode")
     S0, S0kv = trace_seqlen(S), trace_seqlen(Skv)
     g, tg = grid(H, S, B), grid(H, S0, 1)
     T, T0 = g[1], tg[1]
