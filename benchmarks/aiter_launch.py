@@ -313,14 +313,16 @@ def fmha_bwd_pack(set_dir: Path = BWD_SET, **kv) -> dict:
 
 def run_bwd_call(set_dir, q, k, v, o, do, lse, *, mask_type: int = 0, atomic32: int = 1, scale: float | None = None,
                  seqstart_q=None, seqstart_k=None, bf16_cvt: int = 0, dq=None, dk=None, dv=None, poison: bool = True,
-                 backend: str = "emu", **launch_kw) -> dict:
+                 stages=("pre", "dqdkdv", "post"), workspace=None, backend: str = "emu", **launch_kw) -> dict:
     """One attention-backward call through aiter's host code for the set in set_dir, run on `backend`
     (the strict emulator by default): aiter packs the launches with host addresses of the tensors'
     storages, the dq workspace is allocated zero-filled where aiter says, then pre, dqdkdv and post
     run in order on those bytes (poison: the bytes aiter leaves uninitialised hold a pattern, as a
     stack would). Layouts as flyasm.aiter_bwd.call_keys (views of any strides: their storages are the
     buffers); group mode when seqstart_q/seqstart_k (int32 cumulative starts) are given. dq, dk, dv
-    (dk/dv with nhead_q heads) default to NaN-filled contiguous tensors.
+    (dk/dv with nhead_q heads) default to NaN-filled contiguous tensors. stages: run only these
+    launches (e.g. pre and post around a workspace the test fills: `workspace`, a tensor of aiter's
+    workspace size, in place of the zero-filled one).
     Returns {dq, dk, dv (summed over each GQA group), dk_heads, dv_heads (per query head), d,
     workspace (after the call), launches, results (LaunchResults)}."""
     import math
@@ -358,15 +360,18 @@ def run_bwd_call(set_dir, q, k, v, o, do, lse, *, mask_type: int = 0, atomic32: 
     call["workspace"] = at
     p = fmha_bwd_pack(set_dir, **call)
     ws = p["workspace"]
-    workspace = None
     if ws:
         wdt = torch.float32 if ws["element_size"] == 4 else q.dtype
-        workspace = torch.zeros(ws["bytes"] // ws["element_size"], dtype=wdt)   # aiter zero-fills it
+        if workspace is None:
+            workspace = torch.zeros(ws["bytes"] // ws["element_size"], dtype=wdt)   # aiter zero-fills it
+        elif workspace.dtype != wdt or workspace.numel() * workspace.element_size() != ws["bytes"]:
+            raise ValueError(f"aiter's workspace is {ws['bytes']} bytes of {wdt}, not {workspace.numel()} x "
+                             f"{workspace.dtype}")
         buffers[ws["ptr"]] = workspace
-    launches = p["launches"]
+    launches = [ln for ln in p["launches"] if ln.stage in stages]
     if poison:
         import dataclasses
         launches = [dataclasses.replace(ln, kernarg=ln.poisoned) for ln in launches]
     results = run_launches(launches, buffers, backend=backend, **launch_kw)
     return dict(dq=dq, dk=sum_gqa(dk, hk, dk.dim() - 2), dv=sum_gqa(dv, hk, dv.dim() - 2), dk_heads=dk, dv_heads=dv,
-                d=d, workspace=workspace, launches=p["launches"], results=results, pack=p)
+                d=d, workspace=workspace, launches=p["launches"], results=results, pack=p, call=call)

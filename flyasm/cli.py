@@ -328,13 +328,15 @@ def doc(mnemonics):
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), required=True,
               help="Directory for the .co files and the CSV manifest.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: CPU count).")
-@click.option("--manifest", default=None, help="Manifest file name (default: KERNEL stem + .csv).")
+@click.option("--manifest", default=None, help="Manifest file name (default: the module's MANIFEST, else KERNEL "
+              "stem + .csv) for rows that do not name their own.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--no-check", is_flag=True, help="Skip the static checker (kernels still in development).")
 @handles_errors
 def build_set(kernel, out_dir, jobs, manifest, no_progress, no_check):
     """Build every variant of a grid (VARIANTS, or GRID) into DIR: one .co per variant and an
-    aiter-style CSV manifest (knl_name,co_name,dtype,hdim_q,hdim_v,mask,mode,ts_qo,ts_kv,...)."""
+    aiter-style CSV manifest (knl_name,co_name,dtype,hdim_q,hdim_v,mask,mode,ts_qo,ts_kv,...), or one per
+    stage when the kernel file routes its rows (kernels/fa_bwd_set.py: aiter's four backward manifests)."""
     from .dispatch import build_set as _build_set
     if jobs is not None and jobs < 1:
         raise FlyasmError(f"-j takes a positive number of workers, not {jobs}", find_loc=False)
@@ -343,7 +345,8 @@ def build_set(kernel, out_dir, jobs, manifest, no_progress, no_check):
     asm = sum(b.asm_s for b in res.builds)
     click.echo(f"{len(res.builds)} kernels in {res.out_dir} ({res.wall_s:.2f} s wall; builders {emit:.2f} s, "
                f"check+assemble {asm:.2f} s summed over workers)")
-    click.echo(str(res.manifest))
+    for m in res.manifests:
+        click.echo(str(m))
 
 
 @main.command()

@@ -10,7 +10,8 @@ A kernel file declares its grid next to its builder:
 (`VARIANTS` may also be a function returning the list; `FILE.py:NAME` picks another grid.)
 
 `build_set(spec, out_dir)` builds each variant (in worker processes) into `out_dir/CO_NAME` and
-writes a CSV manifest laid out like aiter's `hsa/gfx950/fmha_v3_fwd/fmha_fwd.csv`
+writes a CSV manifest (or several: a manifest_row() may name its row's CSV in a `manifest` cell, as
+aiter's backward reads four, one per stage) laid out like aiter's `hsa/gfx950/fmha_v3_fwd/fmha_fwd.csv`
 (`dtype,hdim_q,hdim_v,mask,mode,bf16_cvt,ts_qo,ts_kv,knl_name,co_name`; there `mask` is 0 for no
 mask and 2 for causal bottom-right, `mode` 0 for batch and 1 for group/varlen). Our column order
 puts the two names first, then the aiter columns a variant fills, then any other column, then
@@ -196,9 +197,10 @@ def _pool(jobs: int):
 @dataclass
 class SetResult:
     out_dir: Path
-    manifest: Path
+    manifest: Path                       # the first manifest written
     builds: list[VariantBuild] = field(default_factory=list)
     wall_s: float = 0.0
+    manifests: list[Path] = field(default_factory=list)   # every manifest, in order of first row
 
 
 def build_set(spec: str, out_dir, *, jobs: int | None = None, manifest: str | None = None,
@@ -242,22 +244,31 @@ def build_set(spec: str, out_dir, *, jobs: int | None = None, manifest: str | No
             raise DispatchError(f"variants {_fmt_params(prev.params)} and {_fmt_params(b.params)} both produce "
                                 f"{b.row['co_name']}; give the kernels distinct names")
         by_co[b.row["co_name"]] = b
+    default = manifest or getattr(mod, "MANIFEST", None) or f"{path.stem}.csv"
+    # MANIFESTS: every manifest of the set, written even without rows (aiter's codegen reads all)
+    groups: dict[str, list[dict]] = {n: [] for n in getattr(mod, "MANIFESTS", ())}
+    for b in builds:
+        row = dict(b.row)
+        groups.setdefault(row.pop("manifest", "") or default, []).append(row)
     for b in builds:
         atomic_write(out / b.row["co_name"], b.co)
-    mpath = out / (manifest or getattr(mod, "MANIFEST", None) or f"{path.stem}.csv")
-    rows = [b.row for b in builds]
     columns = getattr(mod, "MANIFEST_COLUMNS", None)
-    if columns:
-        # the CSV keeps only the declared columns (aiter's codegen pastes every column into C++);
-        # the full rows (block, params, extra columns) go to the sidecar the Dispatcher reads
-        missing = [c for c in columns if c not in columns_of(rows)]
-        if missing:
-            raise DispatchError(f"{path.name}: MANIFEST_COLUMNS lists {', '.join(missing)}, which no manifest_row() fills")
-        atomic_write(mpath, manifest_text(rows, columns))
-        atomic_write(sidecar_path(mpath), json.dumps(rows, indent=1, sort_keys=True) + "\n")
-    else:
-        atomic_write(mpath, manifest_text(rows))
-    return SetResult(out, mpath, builds, time.perf_counter() - t0)
+    paths = []
+    for name, rows in groups.items():
+        mpath = out / name
+        paths.append(mpath)
+        if columns:
+            # the CSV keeps only the declared columns (aiter's codegen pastes every column into C++);
+            # the full rows (block, params, extra columns) go to the sidecar the Dispatcher reads
+            missing = [c for c in columns if c not in columns_of(rows)]
+            if missing and rows:
+                raise DispatchError(f"{path.name}: MANIFEST_COLUMNS lists {', '.join(missing)}, which the "
+                                    f"manifest_row() of {name}'s rows do not fill")
+            atomic_write(mpath, manifest_text(rows, columns))
+            atomic_write(sidecar_path(mpath), json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        else:
+            atomic_write(mpath, manifest_text(rows))
+    return SetResult(out, paths[0], builds, time.perf_counter() - t0, paths)
 
 
 def sidecar_path(manifest: Path) -> Path:

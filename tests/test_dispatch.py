@@ -291,3 +291,39 @@ def test_attention_errors_name_what_exists(attn_set):
         flyasm.attention(q.float(), k.float(), k.float(), kernels=d)
     with pytest.raises(DispatchError, match=r"multiple of key/value heads \(3\)"):
         flyasm.attention(q, torch.randn(1, 3, 16, 128).half(), torch.randn(1, 3, 16, 128).half(), kernels=d)
+
+
+# A kernel file whose rows go to several manifests (as kernels/fa_bwd_set.py: aiter's four backward CSVs)
+ROUTED = '''
+from flyasm import Kernel
+
+VARIANTS = [dict(stage=st, dtype=d) for st in ("pre", "post") for d in ("bf16", "fp16")]
+MANIFESTS = ("pre.csv", "main.csv", "post.csv")
+MANIFEST_COLUMNS = ("dtype", "knl_name", "co_name")
+
+def build(stage, dtype):
+    k = Kernel(f"routed_{stage}_{dtype}", block=256)
+    k.s_endpgm()
+    return k
+
+def manifest_row(stage, dtype):
+    return dict(dtype=dtype, knl_name=f"routed_{stage}_{dtype}", co_name=f"routed_{stage}_{dtype}.co",
+                manifest=f"{stage}.csv")
+'''
+
+
+def test_build_set_routes_rows_to_their_manifests(tmp_path):
+    f = tmp_path / "routed.py"
+    f.write_text(ROUTED)
+    res = build_set(str(f), tmp_path / "o", jobs=1, progress=False)
+    assert [m.name for m in res.manifests] == ["pre.csv", "main.csv", "post.csv"]
+    for st in ("pre", "post"):
+        rows = _rows(tmp_path / "o" / f"{st}.csv")
+        assert [r["knl_name"] for r in rows] == [f"routed_{st}_bf16", f"routed_{st}_fp16"]
+        assert list(rows[0]) == ["dtype", "knl_name", "co_name"]      # no `manifest` column
+        e = Dispatcher(tmp_path / "o" / f"{st}.csv").select(dtype="fp16")
+        assert e.params == {"stage": st, "dtype": "fp16"} and e.block == (256,)
+    assert (tmp_path / "o" / "main.csv").read_text() == "dtype,knl_name,co_name\n"   # declared, no rows
+    r = CliRunner().invoke(main, ["build-set", str(f), "-o", str(tmp_path / "p"), "--no-progress"])
+    assert r.exit_code == 0 and [Path(x).name for x in r.output.splitlines()[1:]] == ["pre.csv", "main.csv",
+                                                                                     "post.csv"]
