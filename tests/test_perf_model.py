@@ -84,12 +84,54 @@ def _lds_kernel(stride: int, n: int):
 
 def test_bank_conflicted_ds_reads_cost_their_conflict_cycles():
     """Stride 4 bytes: 64 lanes in 64 banks, 1 cycle each; stride 256: all lanes in bank 0, 64
-    cycles each. With the LDS pipe the bottleneck the difference is exactly n x 64 - (4(n-1) + 1)
-    (conflict-free reads are issue-bound, one per 4 cycles)."""
+    cycles each. The conflicted reads are LDS-bound, 64 cycles apart; the conflict-free ones
+    issue-bound, one a turn (4 cycles). The s_waitcnt then issues on SIMD 0's first turn after the
+    last read's data (issue + LDS cycles + 64 latency): the conflicted run's 8 + 64n + 64 is a turn,
+    the free run's 8 + 4(n - 1) + 1 + 64 rounds up to the turn 4n + 72. Difference: n (64 - 4)."""
     n = 8
     free, _ = _run(_lds_kernel(4, n), 64)
     bad, _ = _run(_lds_kernel(256, n), 64)
-    assert bad.cycles - free.cycles == n * 64 - (4 * (n - 1) + 1)
+    assert bad.cycles - free.cycles == n * (64 - 4)
+
+
+def _scalar_kernel(n: int, nop: bool, block: int = 64):
+    k = Kernel("scalar", block=block)
+    for i in range(n):
+        if nop:
+            k.s_nop(0)
+        else:
+            k.s_add_u32(s[8 + i % 4], s[8 + i % 4], 1)
+    k.s_endpgm()
+    return k
+
+
+def test_every_instruction_takes_a_turn_of_its_simd():
+    """The scheduler serves one SIMD a cycle, round-robin over 4, one instruction per wave per turn
+    (Params.issue_turn): n SALU ops and s_endpgm on SIMD 0 issue at 0, 4, ..., 4n and the wave
+    ends a turn after the last; on SIMD 1 everything is one cycle later; `s_nop 3` is 4 turns."""
+    n = 5
+    r, _ = _run(_scalar_kernel(n, False), 64, simds=[0])
+    assert r.cycles == 4 * (n + 1)
+    r, _ = _run(_scalar_kernel(n, False), 64, simds=[1])
+    assert r.cycles == 4 * (n + 1) + 1
+    k = Kernel("nop", block=64)
+    k.s_nop(3)
+    k.s_endpgm()
+    r, _ = _run(k, 64, simds=[0])
+    assert r.cycles == 4 * 4 + 4
+
+
+def test_two_waves_share_a_simds_salu_slot_but_not_for_internal_instructions():
+    """Per turn a SIMD issues one SALU op among its waves, so two waves of n SALU ops on one SIMD
+    take 2n turns, on two SIMDs n. s_nop goes to no functional unit: two waves of n s_nop 0 on one
+    SIMD issue side by side, n turns (each wave ends a turn after its s_endpgm's turn)."""
+    n = 6
+    one, _ = _run(_scalar_kernel(n, False, 128), 128, simds=[0, 0])
+    two, _ = _run(_scalar_kernel(n, False, 128), 128, simds=[0, 2])
+    assert two.cycles == 4 * (n + 1) + 2           # SIMD 2's turns are cycles 2, 6, ...
+    assert one.cycles == 4 * (2 * n) + 4            # the second wave's last op at turn 2n - 1, endpgm at 2n
+    nops, _ = _run(_scalar_kernel(n, True, 128), 128, simds=[0, 0])
+    assert nops.cycles == 4 * (n + 1)
 
 
 def test_barrier_holds_the_early_wave():

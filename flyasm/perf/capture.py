@@ -1,7 +1,8 @@
 """Run a kernel (any .co + launch) in the emulator with a Recorder and keep the executed streams,
-cached by content: the code-object bytes, kernel name, grid, block, kernarg bytes, buffer sizes and
-the sampled workgroup ids. A kernel whose stream depends on data sees fresh random bf16-valued
-buffers (N(0,1) as bf16 in every 16-bit half: finite for bf16, f16 and f32 readers alike)."""
+cached by content: the code-object bytes, kernel name, grid, block, kernarg bytes, buffer sizes, the
+sampled workgroup ids and the recorder's trace.VERSION. A kernel whose stream depends on data sees
+fresh random bf16-valued buffers (N(0,1) as bf16 in every 16-bit half: finite for bf16, f16 and f32
+readers alike)."""
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FlyasmError
-from .trace import Recorder
+from .trace import VERSION, Recorder
 
 CACHE = Path(os.environ.get("FLYASM_CACHE", Path.home() / ".cache" / "flyasm")) / "perf_traces"
 
@@ -70,7 +71,7 @@ def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgr
     co_hash = hashlib.sha256(co).hexdigest()
     key = hashlib.sha256(repr((co_hash, prog.name, g, b, bytes(ka).hex(), sorted((k, v if isinstance(v, int) else hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
                                       for k, v in (buffers or {}).items()),
-                               wgs, lds)).encode()).hexdigest()[:32]
+                               wgs, lds, VERSION)).encode()).hexdigest()[:32]
     path = CACHE / f"{key}.pkl"
     if cache and path.exists():
         tr = pickle.loads(path.read_bytes())

@@ -7,13 +7,21 @@ s_setprio, then to the older wave. Ports only ever get busier, so a wave whose c
 is re-queued (lazy list scheduling). Facts and assumptions (every number is in params.Params):
 
 * 4 SIMDs per CU; the waves of a workgroup go to SIMDs round-robin, workgroups as occupancy allows.
-* Per SIMD one instruction per cycle per port: MFMA pipe, VALU, SALU, branch/message; per CU one
-  LDS pipe and one vector-memory port (shared by the 4 SIMDs). A wave issues its next instruction
-  only after the previous one's issue cycles (VALU/MFMA/DS/VMEM 4: a wave64 runs on a 16-lane SIMD
-  over 4 cycles; TRANS 16; scalar 1) and `s_nop N` adds N+1 wait states.
+* Issue turns (ROCm Compute Profiler's CDNA performance model, "Pipeline descriptions: Scheduler",
+  ROCm/rocprofiler-compute docs/conceptual/pipeline-descriptions.rst): each cycle the scheduler
+  considers the waves of one SIMD, round-robin over the CU's SIMDs, and issues at most one
+  instruction per wave and one per category (VALU with MFMA, VMEM, SALU/SMEM, LDS, branch). So SIMD
+  s issues only on cycles = s mod issue_turn (4), and every instruction takes at least one turn of
+  its wave: scalar ones too, and `s_nop N` N+1 turns (its N+1 wait states: LLVM's XDL-write ->
+  VALU-read distance, NP + 4 wait states for NP >= 4 passes, covers the NP x 4 pipe cycles only if a
+  wait state is a 4-cycle turn). Internal instructions (s_nop, s_waitcnt, s_barrier, s_setprio,
+  s_endpgm) go to no functional unit and take no category slot.
+* Per SIMD one instruction per turn per category: VALU (a wave64 VALU op holds it 4 cycles on the
+  16-lane SIMD, TRANS 16), SALU, branch; the MFMA pipe; per CU one LDS pipe and one vector-memory
+  port (shared by the 4 SIMDs).
 * MFMA: the pipe is busy passes x 4 cycles (isa_tables passes, LLVM SISchedule gfx950); an MFMA
-  also takes the VALU issue port for its 4 issue cycles. Its D registers are ready when it ends;
-  an MFMA reading exactly that D as C (accumulate chain) only waits for the pipe.
+  also takes the VALU issue port for its 4 issue cycles. Its D registers are ready mfma_writeback
+  cycles after it ends; an MFMA reading exactly that D as C (accumulate chain) only waits for the pipe.
 * LDS: an access holds the LDS pipe for its bank-conflict cycles from the lane addresses
   (trace.lds_cycles) and completes lds_latency cycles later.
 * VMEM (and LDS-DMA): an access holds the CU's memory port for its 128-byte lines x 128 / bytes per
@@ -69,7 +77,7 @@ class Static:
         for inst in program.insts:
             k = KINDS.get(classify(inst), "salu")
             st.kind.append(k)
-            st.issue.append({"mfma": 4, "valu": 4, "trans": p.trans_cycles, "ds": 4, "vmem": 4}.get(k, 1))
+            st.issue.append({"mfma": 4, "valu": 4, "trans": p.trans_cycles, "ds": 4, "vmem": 4}.get(k, p.issue_turn))
             st.passes.append((inst.passes or 8) if k == "mfma" else 0)
             st.reads.append(_rows(inst.reads))
             st.writes.append(_rows(inst.writes))
@@ -88,7 +96,7 @@ class Static:
                         lgkm = 15 if wc.lgkmcnt is None else wc.lgkmcnt
                 w = (vm, lgkm)
             st.wait.append(w)
-            st.nops.append(nop_wait_states(inst) if k == "nop" else 0)
+            st.nops.append(nop_wait_states(inst) * p.issue_turn if k == "nop" else 0)
             pr = 0
             if k == "setprio":
                 pr = next((op.value for op in inst.operands if isinstance(op, Imm)), 0)
@@ -143,6 +151,7 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
     K, ISS, PAS, RD, WR, CH, WT, NOP, PR = (static.kind, static.issue, static.passes, static.reads, static.writes,
                                              static.chain_c, static.wait, static.nops, static.prio)
     nsimd = 4
+    turn = p.issue_turn
     port = [{"mfma": 0, "valu": 0, "salu": 0, "branch": 0} for _ in range(nsimd)]
     lds_free = 0
     vm_free = 0.0
@@ -192,13 +201,13 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
         elif k == "vmem":
             if vm_free > t:
                 t, cause = int(vm_free + 0.999), "vmem_busy"
-        elif k in ("salu", "smem", "nop", "waitcnt", "setprio", "barrier", "endpgm"):
+        elif k in ("salu", "smem"):
             if pt["salu"] > t:
                 t, cause = pt["salu"], "issue"
         elif k == "branch":
             if pt["branch"] > t:
                 t, cause = pt["branch"], "issue"
-        return t, cause
+        return t + (w.simd - t) % turn, cause           # the SIMD's next issue turn
 
     for w in waves:
         t, _ = candidate(w)
@@ -258,7 +267,7 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             w.drain = max(w.drain, done)
         elif k == "smem":
             w.lgkm.append((t + p.smem_latency, True))
-            pt["salu"] = t + 1
+            pt["salu"] = t + turn
         elif k == "waitcnt":
             vmn, lgn = WT[i]
             if len(w.vm) > vmn:
@@ -270,11 +279,11 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
         elif k == "setprio":
             w.prio = PR[i]
         elif k == "branch":
-            pt["branch"] = t + 1
+            pt["branch"] = t + turn
             if w.i + 1 < len(w.pc) and int(w.pc[w.i + 1]) != i + 1:
                 nxt = t + p.taken_branch
-        elif k in ("salu",):
-            pt["salu"] = t + 1
+        elif k == "salu":
+            pt["salu"] = t + turn
         w.i += 1
         w.t_next = nxt
         w.hold = "nop" if k == "nop" else "issue"

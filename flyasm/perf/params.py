@@ -22,10 +22,17 @@ class Params:
     # 4 cycles (notes §1.2); check: 256 CU x 4 SIMD x 32x32x16x2 flop / 32 cycles x 2.4 GHz =
     # 2.52 PFLOPS, the data sheet's dense bf16 peak.
     lds_bytes_per_clk: int = 256    # 64 banks x 4 bytes (CDNA4 ISA §11.1; notes §1.3)
+    # cycles between two issue turns of one SIMD: the scheduler serves the CU's 4 SIMDs round-robin,
+    # one per cycle, at most one instruction per wave per turn (ROCm Compute Profiler, "Pipeline
+    # descriptions: Scheduler"); a wait state (s_nop) is one turn
+    issue_turn: int = 4
+    # cycles after an XDL MFMA's last pass before a VALU, memory op or MFMA SrcA/B may read its D:
+    # LLVM GCNHazardRecognizer asks NP + 4 wait states (NP >= 4 passes; notes §4.2 rows 1-3) after
+    # issue, = NP x 4 pipe cycles + 16 at a 4-cycle wait state
+    mfma_writeback: int = 16
     # ---- assumptions (not fitted; printed with every prediction) ---------------------------------
-    trans_cycles: int = 16          # TRANS issue = quarter rate (GCN convention; report.model's value)
+    trans_cycles: int = 16          # TRANS issue: quarter rate (LLVM SISchedule.td, WriteTrans32 on gfx9)
     trans_latency: int = 4          # extra cycles before a TRANS result can be read (notes §4 row 14: 1 wait state)
-    mfma_writeback: int = 4         # cycles after the last pass before D can be read by non-MFMA
     lds_latency: int = 64           # DS issue to data (report.model's LATENCY["ds"])
     smem_latency: int = 200         # SMEM issue to data (report.model's LATENCY["smem"])
     barrier_cycles: int = 1

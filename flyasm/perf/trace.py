@@ -5,9 +5,9 @@ Per executed wave-instruction it keeps: the instruction index (control flow is t
 itself: a taken branch is a jump in it), the EXEC popcount, and a cost fact for memory
 instructions:
   * DS (LDS) ops: the cycles the LDS needs for the access, from the lane byte addresses: 64 banks of
-    4 bytes (CDNA4 ISA §11.1, notes §1.3); lanes are served in phases of 256 bytes (64 lanes of b32,
-    32 of b64/tr_b16, 16 of b128) and a phase takes as many cycles as the most distinct dwords
-    any one bank holds (lanes reading the same dword share it, a broadcast).
+    4 bytes (CDNA4 ISA §11.1, notes §1.3); the lanes are served in phases (PHASES) and a phase takes
+    as many cycles as the most distinct dwords any one bank holds (lanes reading the same dword
+    share it, a broadcast).
   * VMEM ops: bytes moved for the active lanes and the distinct 128-byte lines they touch.
 The recorder only reads machine state; it costs nothing when absent (Machine.recorder is None).
 """
@@ -20,6 +20,38 @@ from ..emu.ops_memory import buffer_address, global_address
 
 BANKS = 64        # LDS banks of 4 bytes on gfx950 (CDNA4 ISA §11.1: 64 banks x 640 dwords)
 LINE = 128        # bytes of one memory transaction line (L2 cache line of CDNA3/4)
+VERSION = 2       # of what a recorded stream holds (part of perf.capture's cache key): 2 = PHASES
+
+
+def _lanes(*runs) -> list[int]:
+    return [lane for a, b in runs for lane in range(a, b + 1)]
+
+
+# Which lanes of a wave one LDS phase serves, measured on gfx950 (MI355X) by HipKittens' pairwise
+# bank-conflict probes (HipKittens, arXiv 2511.08083; its analysis/paper_experiments/phases/*/
+# phase_results.txt, seen in the fork thebard85kigz/hipkittens at 4561d0e1): (read or write, bytes
+# per lane) -> the phases of lanes 0-31; lanes 32-63 repeat them 32 higher. ds_read_b128 is not
+# served in runs of 16 lanes: two kernels with the same bytes per bank can differ by a 2-way
+# conflict. Accesses not measured there take runs of 256 / bytes-per-lane lanes (64 banks x 4 B).
+PHASES = {
+    ("read", 16): [_lanes((0, 3), (12, 15), (20, 27)), _lanes((4, 11), (16, 19), (28, 31))],
+    ("read", 12): [_lanes((0, 3), (20, 23)), _lanes((4, 7), (16, 19)), _lanes((8, 11), (28, 31)),
+                   _lanes((12, 15), (24, 27))],
+    ("read", 8): [_lanes((0, 31))],
+    ("write", 8): [_lanes((0, 15)), _lanes((16, 31))],
+}
+
+
+def phase_of_lane(write: bool, nbytes: int) -> np.ndarray:
+    """The LDS phase (0, 1, ...) each of a wave's 64 lanes is served in, for one access of nbytes per lane."""
+    groups = PHASES.get(("write" if write else "read", nbytes))
+    if groups is None:
+        return np.arange(64) // max(1, BANKS // max(1, (nbytes + 3) // 4))
+    out = np.empty(64, np.int64)
+    for ph, lanes in enumerate(groups):
+        out[lanes] = ph
+        out[[lane + 32 for lane in lanes]] = ph + len(groups)
+    return out
 
 
 def ds_parts(inst) -> list[tuple[int, int]]:
@@ -38,15 +70,16 @@ def ds_parts(inst) -> list[tuple[int, int]]:
     return [(mods.get("offset", 0), 4)]
 
 
-def lds_cycles(addr: np.ndarray, exec_: np.ndarray, nbytes: int) -> np.ndarray:
-    """LDS cycles per wave for one access of nbytes per lane at byte addresses addr [k, 64]."""
+def lds_cycles(addr: np.ndarray, exec_: np.ndarray, nbytes: int, phase: np.ndarray | None = None) -> np.ndarray:
+    """LDS cycles per wave for one access of nbytes per lane at byte addresses addr [k, 64]; `phase`:
+    each lane's phase (default phase_of_lane for a read)."""
     k = addr.shape[0]
     ndw = max(1, (nbytes + 3) // 4)
-    lanes_per_phase = max(1, BANKS // ndw)
-    nph = -(-64 // lanes_per_phase)
+    phase = phase_of_lane(False, nbytes) if phase is None else phase
+    nph = int(phase.max()) + 1
     dw = (addr.astype(np.int64) >> 2)[..., None] + np.arange(ndw)          # [k, 64, ndw] dword addresses
     act = np.broadcast_to(exec_.astype(bool)[..., None], dw.shape)
-    group = np.broadcast_to((np.arange(k)[:, None] * nph + np.arange(64)[None, :] // lanes_per_phase)[..., None],
+    group = np.broadcast_to((np.arange(k)[:, None] * nph + phase[None, :])[..., None],
                             dw.shape)                                        # (wave, phase) of each dword
     # distinct dwords per (wave, phase): lanes reading the same dword share it (a broadcast)
     u = np.unique((group[act] << 40) | (dw[act] & ((1 << 40) - 1)))
@@ -70,12 +103,13 @@ class Recorder:
     def _compile(self, inst):
         u = inst.unit
         if u == "DS" and inst.operand("addr") is not None:
-            parts = ds_parts(inst)
+            write = inst.name.startswith(("ds_write", "ds_store"))
+            parts = [(off, nb, phase_of_lane(write, nb)) for off, nb in ds_parts(inst)]
             ga = vsrc(inst.operand("addr"))
 
             def ds(m, w, ex):
                 a = np.broadcast_to(ga(m, w), (m.nw(w), 64)).astype(np.int64)
-                return sum(lds_cycles(a + off, ex, nb) for off, nb in parts), None
+                return sum(lds_cycles(a + off, ex, nb, ph) for off, nb, ph in parts), None
             return ds
         if u in ("VMEM", "FLAT") and inst.info.get("mem"):
             nbytes = _vmem_bytes(inst)
