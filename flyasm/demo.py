@@ -1,5 +1,5 @@
 """`make demo`: build the attention kernels, check them, run one in the CPU emulator against
-torch, and print the report.
+torch, print the report, and the timing model's calibrated prediction (ours beside aiter's and FlyDSL's).
 
 Every step is the real one: `Kernel.build()` assembles with llvm-mc/ld.lld and fails on any
 checker finding; the emulator runs the decoded IR of the final .co with strict asynchronous
@@ -69,8 +69,37 @@ def main(out_dir: str = "out/demo") -> int:
             print(f"    {r['name']:22s} {mix}")
     print()
     print("\n".join("  " + line for line in format_model(model(kern)).splitlines()))
+    print()
+    print("\n".join("  " + line for line in calibrated_prediction().splitlines()))
     print(f"\n  code objects and manifest in {out.relative_to(ROOT)}/set/")
     return 0 if ok else 1
+
+
+def calibrated_prediction(batch: int = 16, heads: int = 64, seqlen: int = 8192) -> str:
+    """4. The timing model with its calibrated constants (flyasm/perf/params.json, fitted on measured
+    MI355X rows of aiter's and FlyDSL's kernels): ours beside aiter's and FlyDSL's at the #12 shape,
+    priced by benchmarks/vs_aiter_model.py exactly as its tables are."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import vs_aiter_model as V  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+
+    from .perf import params as P
+    p = P.load()
+    out = [f"timing model (flyasm perf: emulator streams -> CU model -> 256 CUs; constants fitted on measured "
+           f"MI355X rows: " + ", ".join(f"{n} {getattr(p, n):.3g}" for n in P.FITTED) + "); a prediction, not a "
+           f"measurement:", f"  {f'batch {batch}, {heads} heads, seqlen {seqlen}, d 128 (TFLOPS)':<50}"
+           f"{'aiter':>7} {'FlyDSL':>7} {'ours':>7}  ours/aiter"]
+    shared = V.AL.SHARED.is_dir()
+    for mask, name in ((0, "non-causal"), (2, "causal")):
+        if shared:
+            pr = V.predict_all(V.measured.co_index(), mask, batch, heads, heads, seqlen, p)
+        else:                      # aiter's code objects and host code live in ../shared
+            pr = {"aiter": None, "flydsl": None, "ours": V.predict_ours(bool(mask), batch, heads, heads, seqlen, p)}
+        cells = [f"{pr[w].tflops:7.0f}" if pr[w] is not None else f"{'-':>7}" for w in ("aiter", "flydsl", "ours")]
+        ratio = f"{pr['ours'].tflops / pr['aiter'].tflops:10.2f}" if pr["aiter"] is not None else f"{'-':>10}"
+        out.append(f"  {name:<50}" + " ".join(cells) + ratio)
+    if not shared:
+        out.append(f"  (aiter's and FlyDSL's kernels are read from {V.AL.SHARED.parent}, which is not here)")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
