@@ -121,6 +121,17 @@ def test_every_instruction_takes_a_turn_of_its_simd():
     assert r.cycles == 4 * 4 + 4
 
 
+def test_a_prediction_follows_issue_turn_on_a_program_already_priced():
+    """The per-program facts (perf.cu.Static) are cached on the decoded program: pricing the same
+    code object under another issue_turn must not reuse them. n SALU ops and s_endpgm: one turn
+    each, 4(n + 1) cycles at issue_turn 4, n + 1 at 1."""
+    from flyasm.perf.model import predict
+    n = 5
+    co = _scalar_kernel(n, False).build().co
+    for turn in (4, 1, 4):
+        assert predict(co, 1, 64, b"", params=PARAMS.with_(issue_turn=turn), dram_bytes=0).cycles == turn * (n + 1)
+
+
 def test_two_waves_share_a_simds_salu_slot_but_not_for_internal_instructions():
     """Per turn a SIMD issues one SALU op among its waves, so two waves of n SALU ops on one SIMD
     take 2n turns, on two SIMDs n. s_nop goes to no functional unit: two waves of n s_nop 0 on one

@@ -71,6 +71,11 @@ class Static:
     nops: list
     prio: list
 
+    @staticmethod
+    def depends_on(p) -> tuple:
+        """The constants a Static is computed from (a cached one is stale when they change)."""
+        return p.trans_cycles, p.issue_turn
+
     @classmethod
     def of(cls, program, p) -> "Static":
         st = cls([], [], [], [], [], [], [], [], [])

@@ -187,8 +187,8 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
     hit = _SIM_CACHE.get(key)
     if hit is None:
         static = prog.__dict__.get("_perf_static")
-        if static is None or static[0] != p.trans_cycles:
-            static = (p.trans_cycles, Static.of(prog, p))
+        if static is None or static[0] != Static.depends_on(p):
+            static = (Static.depends_on(p), Static.of(prog, p))
             prog.__dict__["_perf_static"] = static
         static = static[1]
         work = np.asarray(static.passes, float)     # loops scale so that the MFMA work grows by the factor
