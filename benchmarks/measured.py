@@ -4,7 +4,8 @@ and says which author's launcher prices a row.
 Tables: aiter's GEMM tuning tables (gfx=gfx950, cu_num=256, libtype=asm rows), attention tables with
 kernelName,co_name,dtype,hdim_q,hdim_v,mask,mode,batch,nhead_q,nhead_k,seqlen_q,seqlen_k,us (aiter's
 fmha_v3_fwd tables; FlyDSL's, which add author,run,kernel_state,source and may mix both authors).
-A row's author is its `author` column when the table has one, else the kernel's: FlyDSL's kernel
+Backward rows (aiter's measured_bwd table: an atomic32 column) are whole calls of several launches
+(benchmarks/aiter_bwd_launch.py). A row's author is its `author` column when the table has one, else the kernel's: FlyDSL's kernel
 symbol is FlyDSL's, everything else aiter's. Code objects are looked up by kernelName / co_name under
 ../shared/aiter/gfx950, ../shared/flydsl/gfx950 and any extra directory.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import aiter_bwd_launch as BL
 import aiter_launch as AL
 import flydsl_launch as FL
 
@@ -44,6 +46,24 @@ def row_launch(kind: str, row: dict, idx: dict) -> dict:
     raise LookupError(f"no launcher for author {who!r}")
 
 
+def table_kind(columns) -> str | None:
+    """fmha_bwd (aiter's backward calls), fmha (attention forward), gemm, or None (not a measured table)."""
+    if {"atomic32", "seqlen_q", "seqlen_k", "nhead_q", "hdim_q", "us"} <= set(columns):
+        return "fmha_bwd"
+    return AL.table_kind(columns)
+
+
+def row_call(kind: str, row: dict, idx: dict) -> dict:
+    """{"launches": [perf.predict inputs of each launch of the row's call, in order], "flops", "group"}:
+    one launch for a forward or GEMM row, the whole pipeline for a backward row."""
+    if kind == "fmha_bwd":
+        if author(row) != "aiter":
+            raise LookupError(f"no backward launcher for author {author(row)!r}")
+        return BL.row_call(row, idx)
+    L = row_launch(kind, row, idx)
+    return dict(launches=[L], flops=L["flops"], group=L["group"] if kind == "fmha" else "")
+
+
 def read_tables(paths) -> list[tuple[str, str, dict]]:
     """(table stem, kind, row dict with its index in '_row') of every measured row under paths."""
     import pandas as pd
@@ -53,11 +73,13 @@ def read_tables(paths) -> list[tuple[str, str, dict]]:
     out = []
     for f in files:
         df = pd.read_csv(f)
-        kind = AL.table_kind(df.columns)
+        kind = table_kind(df.columns)
         if kind is None:
             continue
         if kind == "gemm":
             df = df[(df["gfx"] == "gfx950") & (df["cu_num"] == 256) & (df["libtype"] == "asm")]
+        elif {"gfx", "cu_num"} <= set(df.columns):
+            df = df[(df["gfx"] == "gfx950") & (df["cu_num"] == 256)]
         for i, r in df.iterrows():
             d = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.to_dict().items()}
             out.append((f.stem, kind, {**d, "_row": int(i)}))
@@ -65,6 +87,9 @@ def read_tables(paths) -> list[tuple[str, str, dict]]:
 
 
 def row_name(table: str, kind: str, r: dict) -> str:
+    if kind == "fmha_bwd":
+        return (f"{table}:{r['_row']} bwd hd{r['hdim_q']} a{32 if int(r['atomic32']) else 16}"
+                f"{' causal' if int(r['mask']) else ''} b{r['batch']} h{r['nhead_q']}/{r['nhead_k']} s{r['seqlen_q']}")
     if kind == "fmha":
         return (f"{table}:{r['_row']} {r['co_name']} b{r['batch']} h{r['nhead_q']}/{r['nhead_k']} "
                 f"s{r['seqlen_q']}")

@@ -4,7 +4,9 @@
                                          [--write-params] [--limit N] [--limit-table STEM=N]
 
 Reads measured tables (benchmarks/measured.py: aiter's GEMM tuning tables and attention tables,
-FlyDSL's attention table with its author and run columns, any mix of authors in one table), finds
+FlyDSL's attention table with its author and run columns, any mix of authors in one table, aiter's
+attention-backward table whose rows are whole calls: pre, dq/dk/dv and post kernels, each launch
+predicted and paying one launch overhead, benchmarks/aiter_bwd_launch.py), finds
 each row's code object (kernelName / co_name under ../shared/aiter/gfx950, ../shared/flydsl/gfx950
 and every --co-dir), launches it as its author's host code does and predicts it (perf.model:
 emulator streams of sampled workgroups -> CU model -> dispatch over 256 CUs).
@@ -141,20 +143,22 @@ def simulate_all(entries, idx, base, keep_going: bool):
         for table, kind, r in entries:
             name = MR.row_name(table, kind, r)
             try:
-                L = MR.row_launch(kind, r, idx)
-                cycles, active = simulate_row(L, base, cache)
+                call = MR.row_call(kind, r, idx)
+                parts = [(*simulate_row(L, base, cache), L["dram_bytes"]) for L in call["launches"]]
             except Exception as e:          # noqa: BLE001 — name the row, say why
                 failed.append(f"row {name} cannot be predicted: {type(e).__name__}: {e}")
                 print(f"error: {failed[-1]}", file=sys.stderr, flush=True)
                 if not keep_going:
                     break
                 continue
-            rows.append(C.Row(name, table, cycles, L["dram_bytes"], float(r["us"]),
-                              L["group"] if kind == "fmha" else "", active))
+            (cycles, active, dram), rest = parts[0], parts[1:]
+            rows.append(C.Row(name, table, cycles, dram, float(r["us"]), call["group"], active,
+                              tuple((c, d, a) for c, a, d in rest)))
             who = MR.author(r)
-            kname = str(r.get("co_name") or r.get("kernelName")).removesuffix(".co")
-            meta.append(dict(author=who, run=r.get("run") or "", flops=L["flops"], label=f"{who} {kname}"))
-            print(f"  [{time.time() - t0:6.0f} s] {name}: {cycles} cycles", file=sys.stderr, flush=True)
+            kname = str(r.get("co_name") or r.get("kernelName") or name).removesuffix(".co")
+            meta.append(dict(author=who, run=r.get("run") or "", flops=call["flops"], label=f"{who} {kname}"))
+            print(f"  [{time.time() - t0:6.0f} s] {name}: {' + '.join(str(c) for c, _, _ in parts)} cycles",
+                  file=sys.stderr, flush=True)
             ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
             ROWS_CACHE.write_text(json.dumps(cache))
     finally:

@@ -88,3 +88,60 @@ def test_model_accuracy_mixed_authors_no_fit_and_keep_going(tmp_path):
                         "--keep-going"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 1 and "1 row(s) could not be predicted" in r.stderr and "bad:1" in r.stderr
     assert re.search(r"author flydsl\s+1 ", r.stdout) and re.search(r"ALL\s+2 ", r.stdout)
+
+
+BWD_HEADER = "gfx,cu_num,dtype,hdim_q,hdim_v,mask,atomic32,bf16_cvt,mode,batch,nhead_q,nhead_k,seqlen_q,seqlen_k,us,tflops,source\n"
+
+
+def _bwd_rows(tmp_path, *lines):
+    sys.path[:0] = [str(ROOT / "benchmarks")]
+    import measured as MR
+    (tmp_path / "bwd.csv").write_text(BWD_HEADER + "".join(line + "\n" for line in lines))
+    return MR, MR.read_tables([tmp_path / "bwd.csv"])
+
+
+@pytest.mark.skipif(not AITER.exists(), reason="../shared/aiter (aiter's backward kernels and host code) is absent")
+def test_a_backward_row_is_its_whole_pipeline(tmp_path):
+    """A measured backward row (a32, no mask, b2 h8/2 s4096) is the call aiter's host code makes: odo,
+    dq/dk/dv, dq_convert, at the row's grids; recorded at batch 1, one head, seqlen 1024, the dq/dk/dv
+    loop scaled x4; its predicted time is the three launches' sum (each with its launch overhead)."""
+    from flyasm.perf import calibrate as C
+    from flyasm.perf import params as P
+    MR, entries = _bwd_rows(tmp_path, "gfx950,256,bf16,128,128,0,1,1,0,2,8,2,4096,4096,500.0,0,test")
+    import aiter_launch as AL
+    import model_accuracy as MA
+    assert [k for _, k, _ in entries] == ["fmha_bwd"]
+    call = MR.row_call("fmha_bwd", entries[0][2], MR.co_index())
+    ls = call["launches"]
+    assert [L["stage"] for L in ls] == ["pre", "dqdkdv", "post"]
+    ref = AL.fmha_bwd_pack(dtype="bf16", hdim_q=128, hdim_v=128, batch=2, nhead_q=8, nhead_k=2, seqlen_q=4096,
+                           seqlen_k=4096, mask_type=0, atomic32=1, bf16_cvt=1)["launches"]
+    assert [(L["kernel"], L["grid"]) for L in ls] == [(r.knl_name, r.grid) for r in ref]
+    assert [L["trace_grid"] for L in ls] == [(8, 1, 1), (4, 1, 1), (16, 1, 1)]
+    assert [L["loop_scale"] for L in ls] == [1.0, 4.0, 1.0]
+    assert call["flops"] == 2.0 * 2 * 8 * 4096 * 4096 * (5 * 128)
+    base = P.load()
+    rows, meta, failed = MA.simulate_all(entries, MR.co_index(), base, keep_going=False)
+    assert not failed and len(rows[0].extra) == 2
+    alone = sum(C.predict_us([C.Row("p", "t", c, d, 1.0, active=a)], base)[0]
+                for c, d, a in [(rows[0].cycles, rows[0].dram_bytes, rows[0].active), *rows[0].extra])
+    assert C.predict_us(rows, base)[0] == pytest.approx(alone)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not AITER.exists(), reason="../shared/aiter (aiter's backward kernels and host code) is absent")
+def test_causal_backward_pairs_key_tiles_into_equal_work():
+    """What the causal dq/dk/dv loop scale assumes: aiter's causal kernel runs key tiles j and
+    gdx-1-j in one workgroup, so every workgroup has about the same work (recorded at s1024: the two
+    workgroups within 1%)."""
+    sys.path[:0] = [str(ROOT / "benchmarks")]
+    import aiter_bwd_launch as BL
+
+    from flyasm.perf.model import predict
+    row = dict(dtype="bf16", hdim_q=128, hdim_v=128, mask=1, atomic32=0, bf16_cvt=1, mode=0, batch=1, nhead_q=1,
+               nhead_k=1, seqlen_q=1024, seqlen_k=1024)
+    L = BL.row_call(row)["launches"][1]
+    assert L["trace_grid"] == (2, 1, 1)
+    p = predict(L["co"], L["trace_grid"], L["block"], L["kernarg"], L["buffers"], kernel=L["kernel"], dram_bytes=0)
+    d = sorted(p.samples.values())
+    assert d[-1] / d[0] < 1.01, p.samples

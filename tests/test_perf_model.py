@@ -354,3 +354,15 @@ def test_wg_map_puts_each_items_duration_where_its_workgroup_is_dispatched():
     assert got.cycles == dispatch(in_order, PARAMS.n_cu) != dispatch(per_item, PARAMS.n_cu)
     with pytest.raises(PerfError, match="bijection"):
         sample_plan((n, 1, 1), wg_map=lambda g, x, y, z: (x // 2, y, z))
+
+
+def test_a_calls_launches_each_pay_their_price_and_one_launch_overhead():
+    """calibrate.Row.extra: a row of three launches (an attention backward: pre, main, post) costs the
+    sum of the three priced alone, each with its own launch overhead and its own clock."""
+    from flyasm.perf import calibrate as C
+    p = PARAMS.with_(launch_us=4.0, clock_derate=0.7)
+    parts = [(10_000, 1e6, 0.5), (900_000, 3e8, 1.0), (5_000, 2e9, 0.25)]    # the last one DRAM-bound
+    alone = [C.predict_us([C.Row("x", "t", c, d, 1.0, active=a)], p)[0] for c, d, a in parts]
+    call = C.Row("call", "t", *parts[0][:2], 1.0, active=parts[0][2], extra=tuple(parts[1:]))
+    assert C.predict_us([call], p)[0] == pytest.approx(sum(alone))
+    assert alone[2] == pytest.approx(2e9 / (p.hbm_tb_s * 1e6 * p.hbm_efficiency) + 4.0)

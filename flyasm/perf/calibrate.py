@@ -26,14 +26,25 @@ class Row:
     measured_us: float
     group: str = ""      # e.g. the seqlen, for cross-validation
     active: float = 1.0  # mean fraction of CU slots busy (model.GridRun.active: sets the clock)
+    # the call's further launches (an attention backward is pre, main, post): (cycles, dram_bytes,
+    # active) each, priced like the first and each paying one launch overhead
+    extra: tuple = ()
 
 
 def predict_us(rows, p: P.Params) -> np.ndarray:
-    cyc = np.array([r.cycles for r in rows], float)
-    dram = np.array([r.dram_bytes for r in rows], float)
-    act = np.array([r.active for r in rows], float)
-    return np.maximum(cyc / p.clock_mhz(act), dram / (p.hbm_tb_s * 1e6 * p.hbm_efficiency)) \
-        + p.launch_us
+    """Each launch: max(compute at its clock, compulsory DRAM traffic) + one launch overhead; a row's
+    time is the sum over its call's launches."""
+    first = [(r.cycles, r.dram_bytes, r.active) for r in rows]
+    out = _launch_us(np.array(first, float).reshape(-1, 3), p)
+    for i, r in enumerate(rows):
+        if r.extra:
+            out[i] += _launch_us(np.array(r.extra, float).reshape(-1, 3), p).sum()
+    return out
+
+
+def _launch_us(parts: np.ndarray, p: P.Params) -> np.ndarray:
+    cyc, dram, act = parts.T
+    return np.maximum(cyc / p.clock_mhz(act), dram / (p.hbm_tb_s * 1e6 * p.hbm_efficiency)) + p.launch_us
 
 
 def fit(rows, base: P.Params | None = None) -> P.Params:
