@@ -147,7 +147,12 @@ def row_launch(row: dict, idx: dict | None = None) -> dict:
         path = Path(idx[name][0])
     else:                           # shipped, built before, or built now (flydsl_build says what it needs)
         import flydsl_build
-        path = flydsl_build.find(name) or flydsl_build.build(H, Hkv, causal, name.endswith("_xcdswz.co"))
+        xcd = name.endswith("_xcdswz.co")
+        path = flydsl_build.find(name)
+        if path is None and name != co_name(H, causal, xcd, Hkv, D):      # never price another build instead
+            raise FlydslLaunchError(f"no FlyDSL code object {name!r}, and it is not the build of this row's "
+                                    f"heads and mask ({co_name(H, causal, xcd, Hkv, D)})")
+        path = path or flydsl_build.build(H, Hkv, causal, xcd)
     co = path.read_bytes()
     if int(row.get("hdim_v") or D) != D or int(row.get("mode") or 0) != 0 or row.get("dtype", "bf16") != "bf16":
         raise FlydslLaunchError(f"{name}: FlyDSL's dense bf16 forward takes hdim_q = hdim_v and batch mode")
