@@ -237,7 +237,6 @@ def _fmha_buffers(dtype: str, group: int, sq: int, sk: int, d: int, dv: int) -> 
 
 # ---- attention backward (fmha_v3_bwd): aiter's host code for a set, and running a call --------
 BWD_SET = SHARED / "gfx950" / "fmha_v3_bwd"
-HOST_BASE = 0x7F00_0000_0000          # where a host allocator might have put the tensors
 
 
 def fmha_bwd_host(set_dir: Path = BWD_SET) -> tuple[Path, Path]:
@@ -311,67 +310,10 @@ def fmha_bwd_pack(set_dir: Path = BWD_SET, **kv) -> dict:
     return {"launches": launches, "workspace": ws}
 
 
-def run_bwd_call(set_dir, q, k, v, o, do, lse, *, mask_type: int = 0, atomic32: int = 1, scale: float | None = None,
-                 seqstart_q=None, seqstart_k=None, bf16_cvt: int = 0, dq=None, dk=None, dv=None, poison: bool = True,
-                 stages=("pre", "dqdkdv", "post"), workspace=None, backend: str = "emu", **launch_kw) -> dict:
-    """One attention-backward call through aiter's host code for the set in set_dir, run on `backend`
-    (the strict emulator by default): aiter packs the launches with host addresses of the tensors'
-    storages, the dq workspace is allocated zero-filled where aiter says, then pre, dqdkdv and post
-    run in order on those bytes (poison: the bytes aiter leaves uninitialised hold a pattern, as a
-    stack would). Layouts as flyasm.aiter_bwd.call_keys (views of any strides: their storages are the
-    buffers); group mode when seqstart_q/seqstart_k (int32 cumulative starts) are given. dq, dk, dv
-    (dk/dv with nhead_q heads) default to NaN-filled contiguous tensors. stages: run only these
-    launches (e.g. pre and post around a workspace the test fills: `workspace`, a tensor of aiter's
-    workspace size, in place of the zero-filled one).
-    Returns {dq, dk, dv (summed over each GQA group), dk_heads, dv_heads (per query head), d,
-    workspace (after the call), launches, results (LaunchResults)}."""
-    import math
-
-    import torch
-
-    from flyasm.aiter_bwd import call_keys, run_launches, storage_of, sum_gqa
-    group = seqstart_q is not None
-    hq, hk = q.shape[-2], k.shape[-2]
-    poisoned = lambda *shape: torch.full(shape, float("nan"), dtype=q.dtype)  # noqa: E731
-    rows_k = k.shape[:-2]
-    dq = poisoned(*q.shape) if dq is None else dq
-    dk = poisoned(*rows_k, hq, k.shape[-1]) if dk is None else dk
-    dv = poisoned(*rows_k, hq, v.shape[-1]) if dv is None else dv
-    d = torch.empty_strided(lse.shape, lse.stride(), dtype=torch.float32).fill_(float("nan"))
-    call = call_keys(q, k, v, o, do, lse, dq, dk, dv, group)
-    dtype = {torch.bfloat16: "bf16", torch.float16: "fp16"}[q.dtype]
-    call.update(dtype=dtype, mask_type=mask_type, atomic32=atomic32, bf16_cvt=bf16_cvt, group=int(group),
-                scale=repr(float(1 / math.sqrt(q.shape[-1]) if scale is None else scale)))
-    tensors = dict(q=q, k=k, v=v, o=o, do=do, lse=lse, d=d, dq=dq, dk=dk, dv=dv)
-    if group:
-        lq, lk = seqstart_q.diff(), seqstart_k.diff()
-        call.update(batch=len(lq), seqlen_q=q.shape[0], seqlen_k=k.shape[0], max_seqlen_q=int(lq.max()),
-                    max_seqlen_k=int(lk.max()))
-        tensors.update(seqstart_q=seqstart_q, seqstart_k=seqstart_k)
-    buffers, addr, at = {}, {}, HOST_BASE
-    for n, t in tensors.items():                       # one host address per storage, views inside it
-        flat, off = storage_of(t)
-        key = t.untyped_storage().data_ptr()
-        if key not in addr:
-            addr[key] = at
-            buffers[at] = flat
-            at += -(-flat.numel() * flat.element_size() // 4096) * 4096 + 4096
-        call[n] = addr[key] + off * t.element_size()
-    call["workspace"] = at
-    p = fmha_bwd_pack(set_dir, **call)
-    ws = p["workspace"]
-    if ws:
-        wdt = torch.float32 if ws["element_size"] == 4 else q.dtype
-        if workspace is None:
-            workspace = torch.zeros(ws["bytes"] // ws["element_size"], dtype=wdt)   # aiter zero-fills it
-        elif workspace.dtype != wdt or workspace.numel() * workspace.element_size() != ws["bytes"]:
-            raise ValueError(f"aiter's workspace is {ws['bytes']} bytes of {wdt}, not {workspace.numel()} x "
-                             f"{workspace.dtype}")
-        buffers[ws["ptr"]] = workspace
-    launches = [ln for ln in p["launches"] if ln.stage in stages]
-    if poison:
-        import dataclasses
-        launches = [dataclasses.replace(ln, kernarg=ln.poisoned) for ln in launches]
-    results = run_launches(launches, buffers, backend=backend, **launch_kw)
-    return dict(dq=dq, dk=sum_gqa(dk, hk, dk.dim() - 2), dv=sum_gqa(dv, hk, dv.dim() - 2), dk_heads=dk, dv_heads=dv,
-                d=d, workspace=workspace, launches=p["launches"], results=results, pack=p, call=call)
+def run_bwd_call(set_dir, q, k, v, o, do, lse, **kw) -> dict:
+    """One attention-backward call packed by aiter's own host code for the set in set_dir
+    (fmha_bwd_pack) and run (the strict emulator by default): flyasm.aiter_bwd.backward, whose
+    keywords it takes (mask_type, atomic32, scale, seqstart_q/k, poison, stages, workspace, backend,
+    launch options)."""
+    from flyasm.aiter_bwd import backward
+    return backward(lambda **call: fmha_bwd_pack(set_dir, **call), q, k, v, o, do, lse, **kw)

@@ -8,8 +8,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    # flyasm.attention imports torch and the kernel set lazily: `import flyasm` stays light
-    if name == "attention":
-        from .dispatch import attention
-        return attention
+    # flyasm.attention imports torch and the kernel sets lazily: `import flyasm` stays light
+    if name in ("attention", "attention_backward"):
+        from . import dispatch
+        return getattr(dispatch, name)
     raise AttributeError(f"module 'flyasm' has no attribute {name!r}")

@@ -395,30 +395,42 @@ class Dispatcher:
 
 # ---- flyasm.attention: the one-line entry point -------------------------------------------------
 ATTENTION_SET_ENV = "FLYASM_ATTENTION_SET"
+ATTENTION_BWD_SET_ENV = "FLYASM_ATTENTION_BWD_SET"
 _REPO = Path(__file__).resolve().parents[1]
 _ATTN_SET = _REPO / "kernels" / "fa_fwd_set.py"
+_BWD_SET = _REPO / "kernels" / "fa_bwd_set.py"
 _DISPATCHERS: dict[str, Dispatcher] = {}
 
 
 def _attention_set_dir() -> Path:
     """The default attention set: $FLYASM_ATTENTION_SET, else built once (checked) into the cache
     under a hash of the kernel and flyasm sources and the toolchain."""
+    return _cached_set(_ATTN_SET, ATTENTION_SET_ENV, "fmha_fwd.csv", "fa_fwd")
+
+
+def _attention_bwd_set_dir() -> Path:
+    """The default attention-backward set (kernels/fa_bwd_set.py): $FLYASM_ATTENTION_BWD_SET, else
+    built once into the cache, as the forward's."""
+    return _cached_set(_BWD_SET, ATTENTION_BWD_SET_ENV, "fmha_bwd_dqdkdv.csv", "fa_bwd")
+
+
+def _cached_set(set_file: Path, env_var: str, manifest: str, prefix: str) -> Path:
     import hashlib
 
     from .asm.driver import cache_dir
     from .asm.toolchain import find_toolchain
-    env = os.environ.get(ATTENTION_SET_ENV)
+    env = os.environ.get(env_var)
     if env:
         return Path(env)
-    if not _ATTN_SET.is_file():
-        raise DispatchError(f"{_ATTN_SET} is missing: build an attention set with `flyasm build-set` and set "
-                            f"${ATTENTION_SET_ENV} or pass kernels=")
+    if not set_file.is_file():
+        raise DispatchError(f"{set_file} is missing: build a set with `flyasm build-set` and set ${env_var} or "
+                            f"pass kernels=")
     h = hashlib.sha256(find_toolchain().version.encode())
-    for p in sorted(list(_ATTN_SET.parent.glob("fa_*.py")) + list(Path(__file__).parent.rglob("*.py"))):
+    for p in sorted(list(set_file.parent.glob("fa_*.py")) + list(Path(__file__).parent.rglob("*.py"))):
         h.update(p.name.encode() + b"\0" + p.read_bytes())
-    out = cache_dir() / "sets" / f"fa_fwd-{h.hexdigest()[:16]}"
-    if not (out / "fmha_fwd.csv").is_file():
-        build_set(str(_ATTN_SET), out, jobs=min(2, os.cpu_count() or 1), progress=True)
+    out = cache_dir() / "sets" / f"{prefix}-{h.hexdigest()[:16]}"
+    if not (out / manifest).is_file():
+        build_set(str(set_file), out, jobs=min(2, os.cpu_count() or 1), progress=True)
     return out
 
 
@@ -466,7 +478,110 @@ CAUSAL_KINDS = (False, True, "top_left", "bottom_right")
 
 
 def attention(q, k, v, causal=False, scale: float | None = None, *, backend: str = "emu",
-              kernels=None, return_lse: bool = False, descale=None):
+              kernels=None, return_lse: bool = False, descale=None, bwd_kernels=None):
+    """Attention on torch tensors, differentiable: when q, k or v requires grad (and grad mode is on)
+    the result carries a backward that runs the attention-backward set (attention_backward:
+    kernels/fa_bwd_set.py, or the directory `bwd_kernels`) on the same backend; lse is not
+    differentiated. The forward: attention_forward (its docstring says what it takes)."""
+    import torch
+    if not (torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v))):
+        return attention_forward(q, k, v, causal, scale, backend=backend, kernels=kernels, return_lse=return_lse,
+                                 descale=descale)
+    if q.dtype == torch.float8_e4m3fn or descale is not None:
+        raise DispatchError("fp8 attention is forward only: the backward set takes bf16 or f16 q, k, v")
+    out, lse = _attention_function().apply(q, k, v, causal, scale, backend, kernels, bwd_kernels)
+    return (out, lse) if return_lse else out
+
+
+_FUNCTION = []
+
+
+def _attention_function():
+    """The torch.autograd.Function of attention (made once: torch is imported lazily)."""
+    if _FUNCTION:
+        return _FUNCTION[0]
+    import torch
+
+    class AttentionFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, causal, scale, backend, kernels, bwd_kernels):
+            out, lse = attention_forward(q, k, v, causal, scale, backend=backend, kernels=kernels, return_lse=True)
+            ctx.save_for_backward(q, k, v, out, lse)
+            ctx.config = (causal, scale, backend, bwd_kernels)
+            ctx.mark_non_differentiable(lse)
+            return out, lse
+
+        @staticmethod
+        def backward(ctx, dout, _dlse):
+            q, k, v, out, lse = ctx.saved_tensors
+            causal, scale, backend, bwd_kernels = ctx.config
+            # autograd's dO may be any view (a broadcast of ones has stride 0): the kernels take rows
+            dq, dk, dv = attention_backward(q.contiguous(), k.contiguous(), v.contiguous(), out, lse,
+                                            dout.contiguous(), causal, scale, backend=backend, kernels=bwd_kernels)
+            return dq, dk, dv, None, None, None, None, None
+
+    _FUNCTION.append(AttentionFunction)
+    return AttentionFunction
+
+
+def attention_backward(q, k, v, out, lse, dout, causal=False, scale: float | None = None, *, backend: str = "emu",
+                       kernels=None, atomic32: bool | None = None):
+    """dQ, dK, dV of attention: q [B, Hq, Sq, D], k/v [B, Hkv, Sk, D], out and dout [B, Hq, Sq, D] (bf16 or
+    f16, one dtype), lse [B, Hq, Sq] float32 (natural log: attention(..., return_lse=True)), as
+    attention() takes them (causal, scale alike). Runs aiter's three-launch pipeline (pre, dQ/dK/dV,
+    post: flyasm/aiter_bwd.py) of the backward set `kernels` (a directory built from
+    kernels/fa_bwd_set.py; default _attention_bwd_set_dir) on `backend` ('emu' or 'hip'), packed as
+    aiter's host code packs it (flyasm.aiter_bwd.pack). atomic32: accumulate dQ in fp32 (True) or in
+    q's dtype (False); default aiter's choice (its torch wrapper: q's dtype when Sk <= 256 and
+    64 < D <= 128). Every tensor needs a unit stride along D and 16-byte aligned strides. Returns
+    dq [B, Hq, Sq, D] and dk, dv [B, Hkv, Sk, D] (summed over each query-head group, in fp32)."""
+    import math
+
+    import torch
+
+    from . import aiter_bwd
+    named = dict(q=q, k=k, v=v, out=out, dout=dout)
+    for n, t in list(named.items()) + [("lse", lse)]:
+        if not isinstance(t, torch.Tensor) or t.dim() != (3 if n == "lse" else 4):
+            raise DispatchError(f"attention_backward takes 4-D torch tensors [B, H, S, D] and lse [B, H, S]; {n} "
+                                f"is {tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+    if q.dtype not in (torch.bfloat16, torch.float16) or any(t.dtype != q.dtype for t in named.values()):
+        raise DispatchError(f"the attention backward takes bf16 or f16 q, k, v, out, dout of one dtype, not "
+                            f"{', '.join(str(t.dtype).replace('torch.', '') for t in named.values())}")
+    if lse.dtype != torch.float32:
+        raise DispatchError(f"lse is float32 (attention(..., return_lse=True)), not {lse.dtype}")
+    B, Hq, Sq, D = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    if k.shape != (B, Hkv, Sk, D) or v.shape[:3] != (B, Hkv, Sk) or out.shape != (B, Hq, Sq, v.shape[3]) \
+            or dout.shape != out.shape or lse.shape != (B, Hq, Sq):
+        raise DispatchError(f"shapes do not agree: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, out "
+                            f"{tuple(out.shape)}, dout {tuple(dout.shape)}, lse {tuple(lse.shape)}")
+    if Hq % Hkv:
+        raise DispatchError(f"query heads ({Hq}) must be a multiple of key/value heads ({Hkv})")
+    for n, t in list(named.items()) + [("lse", lse)]:
+        es = t.element_size() if n != "lse" else 16          # lse is read element by element
+        if t.stride(-1) != 1 or any(st * es % 16 for st in t.stride()[:-1]):
+            raise DispatchError(f"{n} has strides {t.stride()}; the backward kernels read rows of unit stride"
+                                + ("" if n == "lse" else " with 16-byte aligned row, head and batch strides")
+                                + f" (pass {n}.contiguous())")
+    if not any(causal is c or (isinstance(c, str) and causal == c) for c in CAUSAL_KINDS):
+        raise DispatchError(f"causal is False, True, 'top_left' or 'bottom_right', not {causal!r}")
+    mask = MASK_NONE if causal is False else MASK_BOTTOM_RIGHT if causal == "bottom_right" or Sq == Sk \
+        else MASK_TOP_LEFT
+    if atomic32 is None:
+        atomic32 = not (Sk <= 256 and 64 < D <= 128)
+    set_dir = Path(kernels) if kernels is not None else _attention_bwd_set_dir()
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    try:
+        res = aiter_bwd.backward(lambda **call: aiter_bwd.pack(set_dir, **call), *(t.transpose(1, 2) for t in (
+            q, k, v, out, dout)), lse, mask_type=mask, atomic32=atomic32, scale=scale, backend=backend)
+    except aiter_bwd.BwdError as e:
+        raise DispatchError(str(e)) from None
+    return res["dq"].transpose(1, 2), res["dk"].transpose(1, 2), res["dv"].transpose(1, 2)
+
+
+def attention_forward(q, k, v, causal=False, scale: float | None = None, *, backend: str = "emu",
+                      kernels=None, return_lse: bool = False, descale=None):
     """Attention forward on torch tensors q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv] (bf16
     or f16, as torch's scaled_dot_product_attention; the set has D = Dv = 128 and bf16 D = 192 with
     Dv = 128) through the aiter-convention set (kernels/fa_fwd_set.py:

@@ -39,9 +39,8 @@ CONVERT = [dict(stage="post", kind="convert", dtype=d, head_dim=h, group=g) for 
            for g in MODES]
 # a16 has a post kernel for hd128 only: aiter's hd64 a16 kernels write dQ themselves
 SHUFFLE = [dict(stage="post", kind="shuffle", dtype="bf16", head_dim=128, group=g) for g in MODES]
-VARIANTS = PRE + CONVERT + SHUFFLE
-# A quick subset for tests: one of each kernel kind, both modes
-SMALL = [PRE[0], PRE[1], CONVERT[0], CONVERT[5], SHUFFLE[0], SHUFFLE[1]]
+PRE_POST = PRE + CONVERT + SHUFFLE
+VARIANTS = PRE_POST
 
 
 def build(stage, **params):

@@ -142,3 +142,32 @@ def test_our_pre_and_post_around_aiters_a32_kernel_match_autograd(kset, mask):
     for n in ("dq", "dk", "dv", "d"):
         err = (res[n][0].double() - ref[n]).abs()
         assert float((err / bd[n]).max()) <= 1.0, n
+
+
+def test_python_packing_is_aiters_host_code(kset):
+    """flyasm.aiter_bwd.pack (flyasm.attention's backward) == aiter's host code (fmha_bwd_pack): the
+    same kernels, grids, workspace and kernarg bytes (but for the bytes aiter leaves unset), over
+    dtypes, masks, a16/a32, batch/group, head dims, GQA, strides and lengths."""
+    import random
+
+    from flyasm import aiter_bwd
+    rng = random.Random(7)
+    n = 0
+    for dt, a32, mt, grp, hd in itertools.product(["bf16", "fp16"], [0, 1], [0, 1, 2], [0, 1], [128, 64]):
+        if hd == 64 and not a32:
+            continue                     # aiter's hd64 a16 keys are batch mode and aligned shapes only
+        call = dict(dtype=dt, hdim_q=hd, hdim_v=hd, batch=3, nhead_q=4, nhead_k=2, seqlen_q=rng.randint(50, 900),
+                    seqlen_k=rng.randint(50, 900), mask_type=mt, atomic32=a32, group=grp, scale=0.07, stride_q=1000,
+                    nhead_stride_lsed=777, batch_stride_dk=rng.randint(1, 9) * 10 ** 6, workspace=0xB000,
+                    **{p: 0x1000 * (i + 1) for i, p in enumerate(("q", "k", "v", "o", "do", "lse", "d", "dq", "dk",
+                                                                   "dv"))})
+        if grp:
+            call.update(seqstart_q=0xC000, seqstart_k=0xD000, max_seqlen_q=300, max_seqlen_k=400)
+        theirs, ours = AL.fmha_bwd_pack(kset, **call), aiter_bwd.pack(kset, **call)
+        assert theirs["workspace"] == ours["workspace"], call
+        for t, o in zip(theirs["launches"], ours["launches"], strict=True):
+            assert (t.stage, t.knl_name, t.grid, t.block, t.co) == (o.stage, o.knl_name, o.grid, o.block, o.co)
+            diff = [i for i in range(len(t.kernarg)) if t.kernarg[i] != o.kernarg[i] and i not in t.unset]
+            assert not diff, (call, t.stage, aiter_bwd.decode(t.stage, t.kernarg), aiter_bwd.decode(o.stage, o.kernarg))
+        n += 1
+    assert n == 36                       # 2 dtypes x (12 a32 + 6 a16 keys)
