@@ -289,11 +289,8 @@ def test_long_loop_is_priced_by_the_work_simulated_not_by_whole_iterations():
         assert abs(cycles(4, f) - (base + 7 * f * mfma)) <= 1, f     # cycles are whole (floor)
 
 
-def _triangle_kernel(axis: str):
-    """Workgroup i along `axis` runs 1 + i dependent MFMAs (16 cycles each): work linear in i, like
-    a causal Q tile (FlyDSL's attention has its tiles on grid y)."""
-    k = Kernel(f"tri_{axis}", block=64, workgroup_ids="xyz", lds=96 * 1024)
-    k.s_add_u32(s[20], k.workgroup_id(axis), 1)
+def _mfma_countdown(k: Kernel):
+    """s20 dependent MFMAs (16 cycles each), then the end (one per workgroup per CU: 96 KB LDS)."""
     k.label("top")
     k.v_mfma_f32_16x16x32_bf16(v[0:3], v[64:67], v[68:71], v[0:3])
     k.s_sub_u32(s[20], s[20], 1)
@@ -301,6 +298,14 @@ def _triangle_kernel(axis: str):
     k.s_cbranch_scc1("top")
     k.s_endpgm()
     return k.build().co
+
+
+def _triangle_kernel(axis: str):
+    """Workgroup i along `axis` runs 1 + i MFMAs: work linear in i, like a causal Q tile (FlyDSL's
+    attention has its tiles on grid y)."""
+    k = Kernel(f"tri_{axis}", block=64, workgroup_ids="xyz", lds=96 * 1024)
+    k.s_add_u32(s[20], k.workgroup_id(axis), 1)
+    return _mfma_countdown(k)
 
 
 def test_tile_axis_y_prices_a_triangle_as_axis_x_does():
@@ -336,13 +341,7 @@ def test_wg_map_puts_each_items_duration_where_its_workgroup_is_dispatched():
     k.s_cmp_gt_u32(s[20], n)                 # s20 = (x + shift) % n + 1 MFMAs
     k.s_cselect_b32(s[21], n, 0)
     k.s_sub_u32(s[20], s[20], s[21])
-    k.label("top")
-    k.v_mfma_f32_16x16x32_bf16(v[0:3], v[64:67], v[68:71], v[0:3])
-    k.s_sub_u32(s[20], s[20], 1)
-    k.s_cmp_lg_u32(s[20], 0)
-    k.s_cbranch_scc1("top")
-    k.s_endpgm()
-    co = k.build().co
+    co = _mfma_countdown(k)
     items, wgs = sample_plan((n, 1, 1), wg_map=wg_map)
     assert items == [(0, 0, 0), (299, 0, 0), (599, 0, 0)] and wgs == [(300, 0, 0), (599, 0, 0), (299, 0, 0)]
     p = PARAMS.with_(launch_us=0.0)
