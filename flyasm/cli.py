@@ -272,14 +272,14 @@ def check(src, kernel, mode, out, verbose, as_json, strict):
     items = prog.items()
     counting = {"verify": "verify", "insert": "verify", "isa": "strict"}[mode]   # the checker's name for ISA counting
     findings = prog.check(counting, items)
+    fixes = group_fixes(items, findings) if findings and (mode == "insert" or not as_json) else []
     if as_json:
         click.echo(findings_json(findings))
     elif mode != "insert":
-        click.echo(f"{summary(findings, items)}:\n{format_findings(findings, items, verbose)}" if findings
-                   else "no findings")
+        click.echo(f"{summary(findings, items, fixes)}:\n{format_findings(findings, items, verbose, fixes)}"
+                   if findings else "no findings")
     if mode != "insert":
         sys.exit(1 if has_errors(findings, strict) else 0)
-    fixes = group_fixes(items, findings)
     add = insertions(items, fixes)
     if not add:
         click.echo("nothing to insert: no findings")
@@ -288,12 +288,12 @@ def check(src, kernel, mode, out, verbose, as_json, strict):
     left = prog.check("verify", fixed)
     if not as_json:
         n = sum(len(v) for v in add.values())
-        click.echo(f"would insert {n} instruction{'s' if n != 1 else ''} for {summary(findings, items)}:")
+        click.echo(f"would insert {n} instruction{'s' if n != 1 else ''} for {summary(findings, items, fixes)}:")
         from .check.findings import Site
         for i, new in sorted(add.items()):
             click.echo(f"  {'; '.join(x.text() for x in new)}  before {Site(i, items[i]).describe()}")
         if verbose:
-            click.echo(format_findings(findings, items, True))
+            click.echo(format_findings(findings, items, True, fixes))
         if left:
             click.echo(f"still {summary(left, fixed)} after inserting:\n{format_findings(left, fixed, verbose)}")
     if out:

@@ -74,12 +74,14 @@ def check_kernel(k, mode: str = "verify") -> list[Finding]:
 def check_kernel_stream(k, mode: str = "verify", strict: bool = False) -> None:
     """Raise CheckError listing every finding, grouped by the fix, when the kernel has an error one
     (or, with strict, an unproven one)."""
+    from .fixes import group_fixes
     from .report import format_findings, summary
     items = program_from_kernel(k)
     findings = check_program(items, mode, k.block, k.scratch_lds)
     if has_errors(findings, strict):
-        raise CheckError(f"kernel {k.name}: {summary(findings, items)}:\n"
-                         + format_findings(findings, items, verbose=True), find_loc=False)
+        fixes = group_fixes(items, findings)
+        raise CheckError(f"kernel {k.name}: {summary(findings, items, fixes)}:\n"
+                         + format_findings(findings, items, verbose=True, fixes=fixes), find_loc=False)
 
 
 __all__ = ["Finding", "Site", "CheckError", "check_program", "insert_nops", "check_kernel", "check_kernel_stream",

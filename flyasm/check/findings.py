@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..isa.instruction import Instruction
 
@@ -15,8 +16,10 @@ class Site:
     def pc(self):
         return self.ins.pc
 
-    @property
+    @cached_property
     def text(self) -> str:
+        """The instruction's text (worked out once: a kernel with many findings names the same
+        instruction in thousands of them)."""
         return self.ins.text()
 
     @property

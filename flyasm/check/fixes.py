@@ -1,25 +1,32 @@
 """One fix per group of findings: the `s_waitcnt` or `s_nop` that clears them all, and where.
 
 Wait-counter findings are grouped under one wait placed before the earliest consumer (the
-*anchor*): a later finding joins when that wait also covers it, i.e. its consumer is in the
-anchor's basic block after the anchor and its producer was issued before the anchor (so every
-path to the consumer passes the wait after the producer). The counter value at the anchor is the
-value the consumer needs minus the same-class ops issued between anchor and consumer; the group's
-wait is the weakest (largest) value that clears every member, i.e. the minimum per counter.
-Hazard findings are grouped per consumer: the longest s_nop needed clears the others.
+*anchor*): a later finding joins the first wait that also covers it, i.e. no walk from its
+producer reaches its consumer -- or a loop, which the grouping does not follow -- without passing
+the anchor (so every path to the consumer passes the wait after the producer; separation.py). The
+counter value at the anchor is the value the consumer needs minus the same-class ops issued
+between anchor and consumer (none left to count past a loop: 0); the group's wait is the weakest
+(largest) value that clears every member, i.e. the minimum per counter. Hazard findings are
+grouped per consumer: the longest s_nop needed clears the others.
+
+Bound of `group_fixes`: O(F log F) to order the F findings, plus per wait-counter finding the
+candidate waits `Separation.candidates` leaves (a wait in its consumer's block or a dominator of
+it), each asked in O(successors) mask tests; the graph work is separation.py's, at most
+O(B × (B + E)) for B blocks and E edges. `insertions` adds one hazard pass (hazards.py).
 
 `apply_fixes(items, findings)` returns the program with those waits and nops inserted.
 """
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from ..isa.syntax import parse_instruction
 from .cfg import build_cfg, is_label
 from .findings import Finding
 from .hazards import HazardAnalysis, nops_for
-from .waitcnt import mem_op
+from .separation import Separation
 
 _CNT = re.compile(r"(vm|lgkm|exp)cnt\((\d+)\)")
 
@@ -63,84 +70,46 @@ def _wanted(f: Finding) -> dict:
     return {c: int(v) for c, v in _CNT.findall(f.fix)}
 
 
-def _counts(items, producer: int, ctr: str):
-    """Is item j an op ordered with the producer's op on counter `ctr`?"""
-    po = mem_op(items[producer], producer)
-    if po is None or not po.ordered:
-        return lambda j: False
-
-    def counts(j):
-        o = None if is_label(items[j]) else mem_op(items[j], j)
-        return o is not None and o.ordered and o.cls == po.cls and ctr in o.counters
-    return counts
-
-
-def _walk(cfg, start: int, stop: int, target: int, counts) -> int | None:
-    """Most counted ops on a path from item `start` to item `target` that does not pass item
-    `stop` (None: no such path). A loop between them gives CYCLE: unbounded."""
-    memo: dict[tuple, int | None] = {}
-
-    def go(bid, pos, active):
-        key = (bid, pos)
-        if key in memo:
-            return memo[key]
-        if key in active:
-            return CYCLE
-        active = active | {key}
-        n = 0
-        for j in cfg.blocks[bid].insts[pos:]:
-            if j == target:
-                memo[key] = n
-                return n
-            if j == stop:
-                memo[key] = None
-                return None
-            n += counts(j)
-        best = None
-        for s in cfg.blocks[bid].succs:
-            r = go(s, 0, active)
-            if r is not None:
-                best = n + r if best is None else max(best, n + r)
-        memo[key] = best
-        return best
-
-    b = cfg.block_of[start]
-    return go(b, cfg.blocks[b].insts.index(start), frozenset())
-
-
-CYCLE = 1 << 20
-
-
-def _covers(cfg, items, a: int, f: Finding, ctr: str, v: int) -> int | None:
+def _covers(sep: Separation, a: int, f: Finding, ctr: str, v: int) -> int | None:
     """The counter value at anchor `a` that retires f's producer before f's consumer, or None when
-    a path from the producer reaches the consumer without passing `a`."""
+    a walk from the producer reaches the consumer (or a loop) without passing `a`."""
     p, c = f.producer.index, f.consumer.index
-    counts = _counts(items, p, ctr)
-    first = cfg.blocks[cfg.block_of[p]].insts
-    nxt = first.index(p) + 1
-    if nxt < len(first):
-        bypass = _walk(cfg, first[nxt], a, c, counts) if first[nxt] != a else None
-    else:
-        bypass = None
-        for s in cfg.blocks[cfg.block_of[p]].succs:
-            ins = cfg.blocks[s].insts
-            if ins and ins[0] != a and _walk(cfg, ins[0], a, c, counts) is not None:
-                bypass = 0
-    if bypass is not None or (a == c):
-        return v if a == c else None
-    between = _walk(cfg, a, -1, c, counts)
+    if a == c:
+        return v
+    if sep.bypass(p, a, c):
+        return None
+    between = sep.between(a, c, sep.kind(p, ctr))
     if between is None:
         return None
     return max(0, v - between)
 
 
+def _candidates(ranges, in_block: dict, own: int | None, made: int):
+    """Indices of the waits made so far that lie in ranges (all of them for None), and of the
+    consumer's own wait (own), in the order they were made."""
+    if ranges is None:
+        return range(made)
+    out = set() if own is None else {own}
+    for b, lo, hi in ranges:
+        at_pos, idx = in_block.get(b, ((), ()))
+        out.update(idx[bisect_left(at_pos, lo):bisect_right(at_pos, hi)])
+    return sorted(out)
+
+
 def group_fixes(items: list, findings: list[Finding]) -> list[Fix]:
-    """Findings grouped by the fix that clears them, in program order of the fix."""
+    """Findings grouped by the fix that clears them, in program order of the fix. A finding joins
+    the first wait (in the order they were made) that covers it; only waits where
+    `Separation.candidates` says one can be are asked."""
     items = list(items)
     cfg = build_cfg(items) if items else None
+    sep = Separation(cfg) if cfg is not None else None
     fixes: list[Fix] = []
     by_consumer: dict[int, Fix] = {}
     waits: list[Fix] = []
+    # block -> (positions, indices in `waits`) of the waits anchored there; waits are made in the
+    # order of their consumers, so both lists ascend
+    in_block: dict[int, tuple[list[int], list[int]]] = {}
+    at_consumer: dict[int, int] = {}             # consumer -> the wait anchored at it (it covers all of its findings)
     for f in sorted(unique(findings), key=lambda f: (f.consumer.index, f.rule)):
         c = f.consumer.index
         if f.kind != "waitcnt":
@@ -154,8 +123,11 @@ def group_fixes(items: list, findings: list[Finding]) -> list[Fix]:
         want = _wanted(f) or {"vm": f.needed}
         p = f.producer.index if f.producer else None
         joined = False
-        for fx in waits if cfg is not None and p is not None else ():
-            at = {ctr: _covers(cfg, items, fx.anchor, f, ctr, v) for ctr, v in want.items()}
+        order = () if sep is None or p is None else _candidates(sep.candidates(p, c), in_block, at_consumer.get(c),
+                                                                len(waits))
+        for n in order:
+            fx = waits[n]
+            at = {ctr: _covers(sep, fx.anchor, f, ctr, v) for ctr, v in want.items()}
             if any(x is None for x in at.values()):
                 continue
             for ctr, x in at.items():
@@ -165,6 +137,11 @@ def group_fixes(items: list, findings: list[Finding]) -> list[Fix]:
             break
         if not joined:
             fx = Fix("waitcnt", c, dict(want), findings=[f])
+            if cfg is not None:
+                at_pos, idx = in_block.setdefault(cfg.block_of[c], ([], []))
+                at_pos.append(sep.pos[c])
+                idx.append(len(waits))
+                at_consumer[c] = len(waits)
             waits.append(fx)
             fixes.append(fx)
     return sorted(fixes, key=lambda fx: (fx.anchor, fx.kind != "waitcnt"))

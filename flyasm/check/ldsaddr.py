@@ -212,6 +212,7 @@ class LdsAddressAnalysis:
         self._addr: dict[int, tuple | None] = {}        # item -> per-thread start alternatives
         self._live: dict[int, np.ndarray] = {}          # item -> waves that can reach it (absent: all)
         self._rel: dict[tuple, str] = {}
+        self._described: dict[int, str] = {}
         self.watched = self._watch = {i for i, it in enumerate(items) if not is_label(it) and (it.is_lds_dma or ds_parts(it))}
         if self.block is None:
             self.threads = 0
@@ -481,6 +482,11 @@ class LdsAddressAnalysis:
 
     def described(self, i: int) -> str:
         """A short text of the proven byte range of item i (for messages)."""
+        if i not in self._described:
+            self._described[i] = self._describe(i)
+        return self._described[i]
+
+    def _describe(self, i: int) -> str:
         f = self.footprint(i)
         if f is None:
             return "unknown range"

@@ -38,11 +38,13 @@ def _header(fx: Fix) -> str:
     return f"put {fx.text} before {_site(fx.site)}: {what} {n} finding{'s' if n > 1 else ''} ({' | '.join(cites)})"
 
 
-def format_findings(findings: list[Finding], items: list | None = None, verbose: bool = False) -> str:
+def format_findings(findings: list[Finding], items: list | None = None, verbose: bool = False,
+                    fixes: list[Fix] | None = None) -> str:
     """Findings grouped under the wait or s_nop that fixes them (items: the checked program, to
-    tell which findings one wait clears; without it, findings group per consumer)."""
+    tell which findings one wait clears; without it, findings group per consumer; fixes: the
+    groups when group_fixes already made them)."""
     out = []
-    for fx in group_fixes(items or [], findings):
+    for fx in group_fixes(items or [], findings) if fixes is None else fixes:
         out.append(_header(fx))
         shown = fx.findings if verbose else fx.findings[:SHOWN]
         out += ["  " + _member(f) for f in shown]
@@ -51,8 +53,8 @@ def format_findings(findings: list[Finding], items: list | None = None, verbose:
     return "\n".join(out)
 
 
-def summary(findings: list[Finding], items: list | None = None) -> str:
-    n, g = len(unique(findings)), len(group_fixes(items or [], findings))
+def summary(findings: list[Finding], items: list | None = None, fixes: list[Fix] | None = None) -> str:
+    n, g = len(unique(findings)), len(group_fixes(items or [], findings) if fixes is None else fixes)
     return f"{n} finding{'s' if n != 1 else ''}, {g} fix{'es' if g != 1 else ''}"
 
 

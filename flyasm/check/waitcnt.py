@@ -277,6 +277,14 @@ def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None
                 unknown = r
         return ("unknown", unknown) if unknown is not None else ("disjoint", None)
 
+    sites: dict[int, Site] = {}
+
+    def site(i: int) -> Site:
+        """One Site per instruction: one that many findings name works out its text once."""
+        if i not in sites:
+            sites[i] = Site(i, items[i])
+        return sites[i]
+
     def report(idx, ins, o: Op, afters, kind, regs, every=True):
         severity, note = "error", ""
         if kind == "barrier" or any(r[0] == "lds" for r in regs):
@@ -301,8 +309,7 @@ def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None
         if o.cls == "flat":
             ctr_txt = "vmcnt(0)" if "vm" in n else "lgkmcnt(0)"
         fix = f"s_waitcnt {ctr_txt}"
-        prod = Site(o.index, items[o.index])
-        cons = Site(idx, ins)
+        prod, cons = site(o.index), site(idx)
         if kind == "barrier":
             rule = "lds_write_before_barrier"
             msg = (f"{cons.describe()} is reached while {prod.describe()} may still be writing LDS that is "
