@@ -8,8 +8,13 @@ A kernel is a function symbol (`.type NAME,@function`, a `.amdhsa_kernel NAME` b
 `<NAME>:` header); its instructions run until the next function. Labels map to the index of the
 instruction they stand before. `.file`/`.loc` become `Instruction.loc`; `; region a/b` comments
 restore `Instruction.region`; `.long` words with a `; text` comment become an instruction with `raw`.
-In objdump text the `// ADDR: HEX` comment gives `pc` and the encoding, and numeric branch
-offsets become labels `.L_pc_0x…` (target = pc + 4 + 4*simm16, CDNA4 ISA s_branch).
+In objdump text the `// ADDR: HEX` comment gives `pc` and the encoding. A branch's target comes
+from its encoding, pc + 4 + 4*simm16 (CDNA4 ISA §4.5, s_branch; simm16 is the low half of a SOPP or
+SOPK word), never from the label text objdump prints: objdump names a target after a symbol at
+that address, and when two symbols share one address it prints one in the branch and the other
+as the `<NAME>:` header (`_resolve_branches`). The target's label is the name objdump gave it,
+when a header placed that name there; else a header label at the address; else `.L_pc_0x…`.
+A target inside an instruction, or outside the branch's function, is a ParseError naming both.
 """
 from __future__ import annotations
 
@@ -85,10 +90,12 @@ def _is_branch(inst: Instruction) -> bool:
 
 
 def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
-              functions: set[str] | None = None) -> AsmModule:
+              functions: set[str] | None = None, symbols: dict[str, int] | None = None) -> AsmModule:
     """Parse a whole .s file (see module doc). `text_base` is subtracted from objdump addresses so
     `pc` is an offset into .text. With `functions` (the FUNC symbols of a code object), objdump's
-    `<NAME>:` headers for other symbols (non-.L labels that reached the symbol table) are labels."""
+    `<NAME>:` headers for other symbols (non-.L labels that reached the symbol table) are labels.
+    `symbols` (name -> offset into .text, from the symbol table) cross-checks the names objdump
+    prints for branch targets."""
     fname = filename or "<asm>"
     mod = AsmModule(filename=filename)
     cur: AsmKernel | None = None
@@ -96,6 +103,7 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
     given_functions = functions is not None   # a code object's FUNC symbols: other headers are labels
     functions = set(functions or ())
     pending_labels: list[str] = []
+    branches: list[tuple[AsmKernel, int, int, int]] = []   # (kernel, instruction, label slot, target pc)
     region: tuple[str, ...] = ()
     loc: SourceLoc | None = None
     in_kd: str | None = None
@@ -248,7 +256,6 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
                              where(n), find_loc=False)
         enc = None
         pc = None
-        target = None
         m = _OBJDUMP_ADDR.search(s)
         if m:
             objdump_mode = True
@@ -275,11 +282,8 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
         if enc is not None and pc is not None and inst.mnemonic != ".long" and _is_branch(inst):
             # the label slot is not always the first (s_call_b64 sdst, label; s_cbranch_i_fork sdst, label)
             at = next(i for i, o in enumerate(inst.info["operands"]) if "label" in o.get("kinds", ()))
-            if at < len(inst.operands) and isinstance(inst.operands[at], Imm):
-                target = branch_target(pc, inst.operands[at].value & 0xFFFF)
-                ops = list(inst.operands)
-                ops[at] = Label(pc_label(target))
-                inst.operands = tuple(ops)
+            if at < len(inst.operands) and isinstance(inst.operands[at], (Imm, Label)):
+                branches.append((cur, len(cur.instructions), at, branch_target(pc, int.from_bytes(enc[:2], "little"))))
         place_labels()
         inst.loc, inst.region, inst.pc = loc, region, pc   # .loc holds until the next one, as in DWARF
         tag = _LDS_TAG.search(s)
@@ -294,7 +298,7 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
     if cur is not None:
         place_labels()
     if objdump_mode:
-        _resolve_pc_labels(mod)
+        _resolve_branches(branches, symbols or {}, fname, text_base)
     for name, vals in kd_vals.items():
         kernel_named(name).descriptor = vals
     if mod.metadata_text is not None:
@@ -334,26 +338,39 @@ def _raw_instruction(s: str, fname: str, n: int) -> Instruction | None:
     return inst
 
 
-def _resolve_pc_labels(mod: AsmModule) -> None:
-    """Place the `.L_pc_…` labels that objdump branches refer to at the instruction with that pc."""
-    where: dict[int, tuple[AsmKernel, int]] = {}
-    for k in mod.kernels:
-        for i, inst in enumerate(k.instructions):
-            if inst.pc is not None:
-                where[inst.pc] = (k, i)
-        if k.instructions and k.instructions[-1].pc is not None and k.encodings[-1] is not None:
-            end = k.instructions[-1].pc + len(k.encodings[-1])
-            where.setdefault(end, (k, len(k.instructions)))
-    for k in mod.kernels:
-        for inst in k.instructions:
-            for op in inst.operands:
-                if isinstance(op, Label) and op.name.startswith(".L_pc_0x"):
-                    pc = int(op.name[len(".L_pc_0x"):], 16)
-                    if pc not in where:
-                        raise ParseError(f"{mod.filename or '<asm>'}: '{inst.text()}' at pc 0x{inst.pc:x} jumps to "
-                                         f"0x{pc:x}, which is not the start of an instruction", find_loc=False)
-                    kk, idx = where[pc]
-                    kk.labels.setdefault(op.name, idx)
+def _resolve_branches(branches: list, symbols: dict[str, int], fname: str, base: int) -> None:
+    """Point every branch objdump printed at the label of the instruction its encoding targets,
+    in its own function (see the module doc for the name)."""
+    spans: dict[int, tuple[int, int, dict[int, int]]] = {}      # kernel -> (start, end, pc -> index)
+    for k, i, at, target in branches:
+        if id(k) not in spans:
+            at_pc = {inst.pc: n for n, inst in enumerate(k.instructions) if inst.pc is not None}
+            last = max(at_pc)
+            end = last + len(k.encodings[at_pc[last]] or b"")
+            at_pc[end] = len(k.instructions)                   # a label after the last instruction
+            spans[id(k)] = (min(at_pc), end, at_pc)
+        start, end, at_pc = spans[id(k)]
+        inst = k.instructions[i]
+        idx = at_pc.get(target)
+        if idx is None:
+            where = (f"outside {k.name} [0x{start + base:x}, 0x{end + base:x})" if not start <= target < end else
+                     f"into the middle of the instruction at "
+                     f"0x{max(p for p in at_pc if p < target) + base:x}")
+            raise ParseError(f"{fname}: '{inst.text()}' at 0x{inst.pc + base:x} jumps to 0x{target + base:x}, {where}",
+                             find_loc=False)
+        printed = inst.operands[at]
+        name = printed.name if isinstance(printed, Label) else None
+        if name is not None and name in symbols and symbols[name] != target:
+            raise ParseError(f"{fname}: '{inst.text()}' at 0x{inst.pc + base:x} jumps to 0x{target + base:x} by its "
+                             f"encoding, but objdump names it {name}, which is at 0x{symbols[name] + base:x}",
+                             find_loc=False)
+        if name is None or k.labels.get(name) != idx:
+            here = [lab for lab, n in k.labels.items() if n == idx and not lab.startswith(".L_pc_0x")]
+            name = here[0] if here and name is not None else pc_label(target)
+        k.labels.setdefault(name, idx)
+        ops = list(inst.operands)
+        ops[at] = Label(name)
+        inst.operands = tuple(ops)
 
 
 __all__ = ["AsmKernel", "AsmModule", "parse_asm", "branch_target", "pc_label", "Expr"]

@@ -1,7 +1,8 @@
 """Disassembly -> IR, and a code object -> a complete `.s` that assembles back to the same bytes.
 
 `disassemble(co)` runs llvm-objdump over the code object and reads its text with the `.s` parser
-(which turns the `// ADDR: HEX` comments into `pc` and encodings, and branch offsets into labels).
+(which turns the `// ADDR: HEX` comments into `pc` and encodings, and names each branch's target,
+computed from its encoding, with a label; the symbol table cross-checks objdump's names).
 `verify_encodings` re-encodes every instruction with llvm-mc (one batch per code object) and gives
 the instructions whose text does not give back their bytes an `Instruction.raw`, so the writer
 emits them as `.long` words. `disasm(co)` writes the whole module: all of .text (padding too),
@@ -50,13 +51,23 @@ def _objdump_text(raw: bytes, mach: str) -> str:
     return r.stdout
 
 
+def _labels(co: CodeObject) -> dict[str, int]:
+    """Offsets into .text of the untyped symbols there (the ones objdump names branch targets
+    after), each name that occurs once."""
+    seen: dict[str, list[int]] = {}
+    for s in co.symbols:
+        if s.type == "NOTYPE" and s.section == ".text":
+            seen.setdefault(s.name, []).append(s.value - co.text_addr)
+    return {n: v[0] for n, v in seen.items() if len(v) == 1}
+
+
 def disassemble(src) -> AsmModule:
     """The IR of every function in .text, with descriptors and metadata attached."""
     co = src if isinstance(src, CodeObject) else read_code_object(src)
     text = _objdump(co)
     try:
         mod = parse_asm(text, co.path or "<objdump>", text_base=co.text_addr,
-                        functions={f.name for f in co.functions})
+                        functions={f.name for f in co.functions}, symbols=_labels(co))
     except FlyasmError as e:
         raise CodeObjectError(f"cannot read llvm-objdump's disassembly: {e.message}", find_loc=False) from None
     mod.target = co.target
