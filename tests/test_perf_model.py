@@ -121,6 +121,32 @@ def test_every_instruction_takes_a_turn_of_its_simd():
     assert r.cycles == 4 * 4 + 4
 
 
+@pytest.mark.parametrize("nops", [None, 0, 11])
+def test_a_valu_reads_an_mfma_result_16_cycles_after_its_last_pass(nops):
+    """v_mfma_f32_32x32x16_bf16 (8 passes, 32 cycles) at cycle 0, then a VALU op reading its D.
+    Unchecked, with no wait states (None), the VALU waits until 32 + 16 = 48 (Params.mfma_writeback),
+    s_endpgm a turn later, the wave ends a turn after that: 56. With s_nop 0 (issued at 4, one turn)
+    still 48. With the 12 wait states LLVM asks (s_nop 11 at 4, twelve turns: flyasm check's fix) the
+    VALU issues at 52, past the writeback: 60. Reading another register (checked, no hazard) it issues
+    at 4, s_endpgm at 8, and the wave ends when the MFMA does: 32."""
+    k = Kernel("wb", block=64)
+    k.v_mfma_f32_32x32x16_bf16(v[0:15], v[64:67], v[68:71], v[0:15])
+    if nops is not None:
+        k.s_nop(nops)
+    k.v_add_f32(v[20], v[0], 1.0)
+    k.s_endpgm()
+    co = k.build(check=nops == 11).co
+    tr = capture(co, 1, 64, b"", cache=False)
+    prog = load_program(co)
+    r = simulate(prog, Static.of(prog, PARAMS), [tr.waves], [[0]], PARAMS)
+    assert r.cycles == {None: 56, 0: 56, 11: 60}[nops]
+    k = Kernel("free", block=64)
+    k.v_mfma_f32_32x32x16_bf16(v[0:15], v[64:67], v[68:71], v[0:15])
+    k.v_add_f32(v[20], v[30], 1.0)
+    k.s_endpgm()
+    assert _run(k, 64, simds=[0])[0].cycles == 32
+
+
 def test_a_prediction_follows_issue_turn_on_a_program_already_priced():
     """The per-program facts (perf.cu.Static) are cached on the decoded program: pricing the same
     code object under another issue_turn must not reuse them. n SALU ops and s_endpgm: one turn
