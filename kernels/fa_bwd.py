@@ -1,0 +1,878 @@
+"""Attention backward for gfx950, the dQ/dK/dV kernel of aiter's fmha_v3_bwd pipeline: head dim 128,
+bf16/f16, no mask / causal top-left (mask 1) / causal bottom-right (mask 2), dQ accumulated atomically
+in fp32 (atomic32=1) or in q's dtype (atomic32=0), batch or group (varlen) mode, GQA at run time.
+
+    k = build(dtype="bf16", mask=2, atomic32=True, group=False)
+    # aiter's launch: grid (ceil(max_seqlen_k / 256) [halved, rounded up, when causal], nhead_q, batch),
+    # 256 threads, the 704-byte fmha_bwd_dqdkdv_args (client/aiter_src/mha_bwd_v3_args.h)
+
+Numerics (LSE in natural-log units, as the forward writes it; D = rowsum(dO∘O) from the pre kernel):
+    S = Q·Kᵀ,  P' = exp2(S·scale·log2e − (LSE·log2e − log2 scale)) = scale·P,   dP = dO·Vᵀ,
+    dS' = P'∘(dP − D) = scale·dS,   dVᵀ += dOᵀ·P' (divided by scale once at the store),
+    dKᵀ += Qᵀ·dS',   dQ += dS'·K   (both already carry the scale).
+One workgroup = 4 waves = 256 keys (aiter's ts); wave w keeps keys 64w..64w+63 of K·Vᵀ stationary:
+its dKᵀ and dVᵀ accumulators fill the 256 AGPRs and Vᵀ sits in 64 VGPRs as the B operand of dP; K
+stays in LDS (it is read twice per step: as Kᵀ for S and, transposed, as dQ's operand). Q and dO
+stream through double-buffered LDS (LDS-DMA) in 32-row steps, LSE and D beside them. Every lane and
+LDS address formula comes from kernels/fa_bwd_layouts.py (tested against the MFMA encodings and the
+bank-conflict count in tests/test_fa_bwd_layouts.py). One 32-row step j, per wave:
+
+    s_dp     32 MFMA  S = Q_j·Kᵀ (K from LDS), dP = dO_j·Vᵀ      ║ 8 ds_read_b128 of LSE_j, D_j
+    softmax  P' = exp2(S·c − L), dS' = P'∘(dP − D) (masked on boundary steps), both packed in place into
+             B operands (fa_layouts.pack_p's shuffle); dS' -> LDS [key][q] (4 ds_write_b128)
+    dv_dk    32 MFMA  dVᵀ += dO_jᵀ·P', dKᵀ += Q_jᵀ·dS' (transposing reads of dO_j and Q_j)
+    ── s_barrier: every wave's dS'_j in LDS, every read of Q_j / dO_j done ──
+    dq       16 MFMA  dQ_j[:, 32w..32w+31] = dS'_j·K over the 256 keys (transposing reads of dS' and K)
+             then atomics into aiter's dq workspace; DMA of step j+2 into the freed Q/dO buffer
+    ── s_waitcnt (step j+1's DMA landed), s_barrier ──
+
+Why this split (the issue asks to argue): dK/dV stationary per workgroup and dQ atomic is aiter's own,
+and the only one its host supports without a second launch (its dq workspace is what the post kernel
+reads). Per step the 5 GEMMs are 80 MFMAs per wave; the LDS traffic (K twice, Q and dO twice, dS once)
+is ~80 KiB per wave per step, half of what 4 waves x 80 MFMAs x 32 cycles can stream at 256 B/clk.
+
+dQ orientation: atomic32 keeps dQ [q x d] with lanes along d (32 lanes write 128 contiguous bytes per
+fp32 atomic); atomic32=False keeps dQᵀ [d x q] so each lane holds pairs of consecutive d for
+buffer_atomic_pk_add_bf16/f16 (the same two LDS reads, A and B swapped).
+
+a16 workspace: aiter's allocation [batch, nhead_q, ceil16(max_seqlen_q), 128] in q's dtype, natural
+row-major order (DQ_ACC_ORDER below: the post kernel dq_shuffle reads it so); a32: [batch, nhead_q,
+seqlen_q, 128] fp32, group mode [nhead_q, total_q, 128] with rows at the sequence's physical start.
+
+Supported: head dim 128; row strides multiples of 16 bytes; byte offsets of one (batch, head) slice
+< 2^32; 1 <= seqlen_k, seqlen_q < 2^24. Keys past seqlen_k and queries past seqlen_q are masked by
+the buffer ranges (reads give 0, dQ/dK/dV writes there are dropped) and by the mask on boundary steps.
+A query that sees no key (bottom-right with seqlen_q > seqlen_k; LSE = -inf) contributes nothing.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from flyasm import Kernel, a, m0, s, v, vcc
+from flyasm.plan import RegisterPlan
+
+try:
+    from . import fa_bwd_layouts as L
+    from . import fa_layouts as FL
+except ImportError:                      # loaded as a top-level module (tests put kernels/ on the path)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import fa_bwd_layouts as L
+    import fa_layouts as FL
+
+LOG2E = 1.4426950408889634
+RSRC_WORD3 = 0x00020000        # raw buffer, 32-bit data format (gfx9 V# word 3)
+FLT_MAX = 3.4028234663852886e38
+BIG = 1 << 30                  # "key never visible" in the mask's per-lane limit
+MASKS = {0: "none", 1: "top_left", 2: "bottom_right"}
+# The a16 dq workspace order the post kernel (dq_shuffle) reads: natural [batch, nhead_q, row, d], rows
+# of ceil16(max_seqlen_q), d 128 in q's dtype (aiter's allocation, mha_bwd_v3_host.inc).
+DQ_ACC_ORDER = "bhsd"
+
+# ---- the register plan (inclusive ranges) --------------------------------------------------------
+#  region      registers       holds
+#  ids         v[0:1]          workitem id, lane
+#  lds_addr    v[2:17]         per-lane LDS bases (fa_bwd_layouts): b128 Q/dO (2), b128 K (2), tr Q/dO (2),
+#                              tr K (4), tr dS (2), dS write (2), LSE/D, and the dQ atomic offset
+#  dma_voff    v[18:25]        Q/dO DMA offsets (5), LSE/D DMA offset, mask limits per key block (2)
+#  consts      v[26:31]        (log2e, log2e), (log2 scale, ..), (scale*log2e, ..) as v_pk_* operands
+#  S           v[32:63]        S, then P' packed in place (2 key blocks x 16)
+#  dP          v[64:95]        dP, then dS' packed in place
+#  lse         v[96:111]       L = LSE*log2e - log2 scale of the accumulators' 16 query slots
+#  dd          v[112:127]      D of the 16 query slots
+#  dQ          v[128:143]      the wave's 32x32 dQ (or dQᵀ) tile
+#  ring        v[144:183]      10 MFMA operands (4 VGPRs) read from LDS ahead of their MFMA
+#  tmp         v[184:191]      mask limit, -inf, scratch
+#  vt          v[192:255]      Vᵀ: B operands of dP (2 key blocks x 8 head-dim steps), stationary
+#  dv, dk      a[0:127], a[128:255]  dVᵀ, dKᵀ accumulators: 4 d blocks x 2 key blocks x 16
+#  sys         s[0:4]          kernarg pointer, workgroup ids x (key tile), y (head), z (batch)
+#  misc        s[5:7]          wave, two scratch SGPRs
+#  rsrc        s[8:47]         buffer resources Q, dO, LSE, D, dq, K, V, dK, dV, and Q-or-dO (DMA 2)
+#  args        s[48:73]        kernel arguments (u32), the K/V head
+#  seq         s[74:81]        group-mode sequence pointers during setup; the mask's SGPR pairs after
+#  loop        s[82:101]       pass, tile, step counters, DMA/atomic offsets, sequence bounds
+PLAN_REGIONS = {
+    "ids": v[0:1], "lds_addr": v[2:17], "dma_voff": v[18:25], "consts": v[26:31], "S": v[32:63],
+    "dP": v[64:95], "lse": v[96:111], "dd": v[112:127], "dQ": v[128:143], "ring": v[144:183],
+    "tmp": v[184:191], "vt": v[192:255], "dv": a[0:127], "dk": a[128:255],
+    "sys": s[0:4], "misc": s[5:7], "rsrc": s[8:47], "args": s[48:73], "seq": s[74:81], "loop": s[82:101],
+}
+LANE = v[1]
+QD_B128, K_B128, QD_TR = (v[2], v[3]), (v[4], v[5]), (v[6], v[7])
+K_TR = ((v[8], v[9]), (v[10], v[11]))                   # [key half][t]
+DS_TR, DS_WR, ST_RD, DQ_VOFF = (v[12], v[13]), (v[14], v[15]), v[16], v[17]
+QD_DMA, ST_DMA, KEYREL = tuple(v[18 + i] for i in range(5)), v[23], (v[24], v[25])
+LOG2E2, LSC2, C2 = v[26:27], v[28:29], v[30:31]
+S, DP, LSE, DD, DQ, RING, VT = v[32:63], v[64:95], v[96:111], v[112:127], v[128:143], v[144:183], v[192:255]
+MASK_T, NEG_INF, TMP = v[184], v[185], v[186:191]
+DV_ACC, DK_ACC = a[0:127], a[128:255]
+N_RING = 10
+assert L.DS_BUF[0] == 0
+
+WAVE, ST0, ST1 = s[5], s[6], s[7]
+RS_Q, RS_DO, RS_LSE, RS_D, RS_DQ, RS_K, RS_V, RS_DK, RS_DV, RS_MIX = (s[8 + 4 * i:11 + 4 * i] for i in range(10))
+MASK_SG = (vcc, s[74:75], s[76:77])
+(TILE, PASS, K0, DIAG, Q_FIRST, N_STEPS, STEP, Q0, SOFF_Q, SOFF_DO, SOFF_ST, MASK_Q, NKT, QSTART, KSTART,
+ SOFF_DQ, SEQ_Q, SEQ_K, SOFF_T, WAVE_1K) = (s[82 + i] for i in range(20))
+
+# aiter's fmha_bwd_dqdkdv_args: 44 fields in 16-byte slots (704 bytes), strides in bytes.
+AITER_ARGS = [("dq", "ptr"), ("dk", "ptr"), ("dv", "ptr"), ("q", "ptr"), ("k", "ptr"), ("v", "ptr"),
+              ("do", "ptr"), ("lse", "ptr"), ("d", "ptr"), ("scale", "f32"), ("log2e", "f32"),
+              ("seqlen_q", "u32"), ("ts", "u32"), ("q_hs", "u32"), ("q_bs", "u32"), ("q_ss", "u32"),
+              ("ratio", "u32"), ("k_hs", "u32"), ("k_bs", "u32"), ("k_ss", "u32"), ("dk_ss", "u32"),
+              ("seqlen_k", "u32"), ("head_dim_q", "u32"), ("head_dim_v", "u32"), ("nhead_q", "u32"),
+              ("v_hs", "u32"), ("v_bs", "u32"), ("v_ss", "u32"), ("do_hs", "u32"), ("do_bs", "u32"),
+              ("do_ss", "u32"), ("dk_hs", "u32"), ("dk_bs", "u32"), ("dv_hs", "u32"), ("dv_bs", "u32"),
+              ("dv_ss", "u32"), ("lse_hs", "u32"), ("qseq", "ptr"), ("kseq", "ptr"), ("qseq_pad", "ptr"),
+              ("kseq_pad", "ptr"), ("max_seqlen_dq", "u32"), ("mask_x", "i32"), ("mask_y", "i32")]
+assert len(AITER_ARGS) * 16 == 704
+# pointers land in the low words of their buffer resource; u32 arguments in s[48:72]
+PTR_SGPR = {"q": RS_Q, "do": RS_DO, "lse": RS_LSE, "d": RS_D, "dq": RS_DQ, "k": RS_K, "v": RS_V,
+            "dk": RS_DK, "dv": RS_DV}
+U32_ARGS = ["scale", "seqlen_q", "q_hs", "q_bs", "q_ss", "ratio", "k_hs", "k_bs", "k_ss", "dk_ss", "seqlen_k",
+            "nhead_q", "v_hs", "v_bs", "v_ss", "do_hs", "do_bs", "do_ss", "dk_hs", "dk_bs", "dv_hs", "dv_bs",
+            "dv_ss", "lse_hs", "max_seqlen_dq"]
+A = {n: s[48 + i] for i, n in enumerate(U32_ARGS)}
+HK = s[73]
+SEQ_PTR = {"qseq": s[74:75], "kseq": s[76:77], "qseq_pad": s[78:79], "kseq_pad": s[80:81]}
+
+
+def build_name(dtype="bf16", mask=0, atomic32=True, group=False) -> str:
+    """One kernel per aiter key (dtype, mask, atomic32, mode); GQA, heads and lengths are run time."""
+    m = {0: "", 1: "_causal_tl", 2: "_causal_br"}[mask]
+    return f"fa_bwd_hd128_{dtype}{m}_{'a32' if atomic32 else 'a16'}" + ("_group" if group else "")
+
+
+class Frag:
+    """An MFMA operand of 4 VGPRs read from LDS by `n` DS instructions: emit(regs) issues them."""
+
+    def __init__(self, key, n, emit, regs=None):
+        self.key, self.n, self.emit, self.regs = key, n, emit, regs
+
+
+class _Builder:
+    def __init__(self, dtype, mask, atomic32, group):
+        if dtype not in ("bf16", "f16"):
+            raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
+        if mask not in MASKS:
+            raise ValueError(f"mask is 0 (none), 1 (causal top-left) or 2 (causal bottom-right), not {mask!r}")
+        self.dtype, self.mask, self.atomic32, self.group = dtype, mask, bool(atomic32), bool(group)
+        self.causal = mask != 0
+        self.passes = 2 if self.causal else 1          # aiter halves the causal grid: tiles w and n-1-w
+        name = build_name(dtype, mask, atomic32, group)
+        self.plan = RegisterPlan(name, regions=PLAN_REGIONS, accum_offset=256, strict=True)
+        self.k = Kernel(name, block=256, lds=160 * 1024, arg_layout="aiter", workgroup_ids="xyz", plan=self.plan)
+        self.args = {n: self.k.arg(n, t) for n, t in AITER_ARGS}
+        self.mfma_name = f"v_mfma_f32_32x32x16_{dtype}"
+        self.cvt_pk = f"v_cvt_pk_{dtype}_f32"
+        self.atomic_pk = f"buffer_atomic_pk_add_{dtype}"
+        self.wg_tile, self.wg_head, self.wg_batch = (self.k.workgroup_id(x) for x in "xyz")
+
+    def mfma(self, acc, a_, b_, c_):
+        self.k.instr(self.mfma_name, acc, a_, b_, c_)
+
+    # ---- prologue -----------------------------------------------------------------------------
+    def load_args(self):
+        k = self.k
+        loads = [(PTR_SGPR[n][0:1], n) for n in PTR_SGPR] + [(A[n], n) for n in U32_ARGS]
+        if self.group:
+            loads += [(SEQ_PTR[n], n) for n in SEQ_PTR]
+        with k.region("args", expect={"smem": len(loads)}):
+            for i in range(0, len(loads), 12):          # at most 12 SMEM loads in flight per wait
+                for reg, n in loads[i:i + 12]:
+                    (k.s_load_dwordx2 if self.args[n].type == "ptr" else k.s_load_dword)(reg, k.kernarg_ptr,
+                                                                                        self.args[n].offset)
+                k.s_waitcnt(lgkmcnt=0)
+        k.s_mov_b32(SEQ_Q, A["seqlen_q"])
+        k.s_mov_b32(SEQ_K, A["seqlen_k"])
+        if self.group:
+            self.sequence_bounds()
+
+    def sequence_bounds(self):
+        """Group mode: this batch's lengths from the cumulative starts (ptr_qseq/ptr_kseq), its first
+        rows from the padded starts (aiter passes the same array when unpadded)."""
+        k, X = self.k, SEQ_PTR
+        with k.region("sequence", expect={"smem": 4}):
+            k.s_lshl_b32(ST0, self.wg_batch, 2)
+            k.s_load_dwordx2(s[82:83], X["qseq"], ST0)              # qseq[b], qseq[b+1] (TILE, PASS: free here)
+            k.s_load_dwordx2(s[84:85], X["kseq"], ST0)              # kseq[b], kseq[b+1] (K0, DIAG)
+            for pad, seq in (("qseq_pad", "qseq"), ("kseq_pad", "kseq")):
+                k.s_cmp_lg_u64(X[pad], 0)
+                k.s_cselect_b64(X[pad], X[pad], X[seq])
+            k.s_load_dword(QSTART, X["qseq_pad"], ST0)
+            k.s_load_dword(KSTART, X["kseq_pad"], ST0)
+            k.s_waitcnt(lgkmcnt=0)
+            k.s_sub_u32(SEQ_Q, s[83], s[82])
+            k.s_sub_u32(SEQ_K, s[85], s[84])
+
+    def kv_head(self):
+        """HK = head / ratio (aiter's GQA ratio, at run time): float quotient, exact to +-1 for
+        head < 2^16, then one integer correction each way."""
+        k, head, r = self.k, self.wg_head, A["ratio"]
+        k.v_cvt_f32_u32(TMP[0], r)
+        k.v_rcp_f32(TMP[0], TMP[0])
+        k.v_cvt_f32_u32(TMP[1], head)
+        k.v_mul_f32(TMP[1], TMP[1], TMP[0])
+        k.v_cvt_u32_f32(TMP[1], TMP[1])
+        k.s_nop(0)
+        k.v_readfirstlane_b32(HK, TMP[1])
+        k.s_mul_i32(ST0, HK, r)
+        k.s_sub_u32(ST0, head, ST0)                                   # remainder, in [-r, 2r)
+        k.s_sub_u32(ST1, HK, 1)
+        k.s_cmp_lt_i32(ST0, 0)
+        k.s_cselect_b32(HK, ST1, HK)
+        k.s_add_u32(ST1, HK, 1)
+        k.s_cmp_ge_i32(ST0, r)
+        k.s_cselect_b32(HK, ST1, HK)
+
+    def rsrc(self, dst, terms, rows, row_bytes):
+        """dst = V#(pointer in dst[0:1] + Σ a*b (64-bit), num_records = rows * row_bytes (bytes))."""
+        k = self.k
+        lo, hi = dst[0], dst[1]
+        k.s_mul_i32(dst[2], rows, row_bytes)
+        for a_, b_ in terms:
+            k.s_mul_i32(ST0, a_, b_)
+            k.s_mul_hi_u32(ST1, a_, b_)
+            k.s_add_u32(lo, lo, ST0)
+            k.s_addc_u32(hi, hi, ST1)
+        k.s_and_b32(hi, hi, 0xFFFF)
+        k.s_mov_b32(dst[3], RSRC_WORD3)
+
+    def resources(self):
+        """Buffer resources of every tensor for this (batch, head): rows of this sequence only."""
+        k, head, b = self.k, self.wg_head, self.wg_batch
+
+        def first_row(t, q):
+            # group mode: the sequence's physical first row * row stride; batch mode: batch * batch stride
+            if self.group:
+                return (QSTART if q else KSTART, A[f"{t}_ss"])
+            return (b, A[f"{t}_bs"])
+        for rs, t, q, h in ((RS_Q, "q", True, head), (RS_DO, "do", True, head), (RS_K, "k", False, HK),
+                            (RS_V, "v", False, HK), (RS_DK, "dk", False, head), (RS_DV, "dv", False, head)):
+            self.rsrc(rs, [first_row(t, q), (h, A[f"{t}_hs"])], SEQ_Q if q else SEQ_K, A[f"{t}_ss"])
+        # LSE and D, float32 [B, Hq, Sq] (head stride lse_hs, batch stride nhead_q * lse_hs) or, group
+        # mode, [Hq, total_q] at the sequence's physical start
+        if self.group:
+            k.s_lshl_b32(SOFF_T, QSTART, 2)
+            lterms = [(head, A["lse_hs"]), (SOFF_T, 1)]
+        else:
+            k.s_mul_i32(SOFF_T, b, A["nhead_q"])
+            k.s_add_u32(SOFF_T, SOFF_T, head)
+            lterms = [(SOFF_T, A["lse_hs"])]
+        k.s_lshl_b32(ST1, SEQ_Q, 2)
+        k.s_mov_b32(SOFF_DQ, ST1)
+        for rs in (RS_LSE, RS_D):
+            self.rsrc(rs, lterms, SOFF_DQ, 1)
+        # the dq workspace (aiter's allocation, DQ_ACC_ORDER): a32 [B, Hq, seqlen_q, 128] fp32 (group:
+        # [Hq, total_q, 128], rows at the physical start), a16 [B, Hq, max_seqlen_dq, 128] in q's dtype
+        if self.atomic32:
+            k.s_lshl_b32(ST1, A["seqlen_q"], 9)                         # seqlen_q (total) * 512 B
+            k.s_mov_b32(SOFF_DQ, ST1)
+            if self.group:
+                k.s_lshl_b32(SOFF_T, QSTART, 9)
+                dterms = [(head, SOFF_DQ), (SOFF_T, 1)]
+            else:
+                dterms = [(SOFF_T, SOFF_DQ)]                            # (b * Hq + h) * seqlen_q * 512
+            k.s_movk_i32(Q0, 512)
+        else:
+            k.s_mul_i32(SOFF_T, b, A["nhead_q"])
+            k.s_add_u32(SOFF_T, SOFF_T, head)
+            k.s_lshl_b32(SOFF_DQ, A["max_seqlen_dq"], 8)
+            dterms = [(SOFF_T, SOFF_DQ)]
+            k.s_movk_i32(Q0, 256)
+        self.rsrc(RS_DQ, dterms, SEQ_Q, Q0)                                # Q0: the row bytes here
+        # Q/dO DMA instruction 2: chunks 8, 9 of Q (waves 0, 1) or 0, 1 of dO (waves 2, 3)
+        k.s_cmp_lt_u32(WAVE, 2)
+        k.s_cselect_b64(RS_MIX[0:1], RS_Q[0:1], RS_DO[0:1])
+        k.s_cselect_b64(RS_MIX[2:3], RS_Q[2:3], RS_DO[2:3])
+
+    def setup(self):
+        """Everything that does not depend on the key tile: ids, resources, LDS bases, DMA offsets."""
+        k = self.k
+        with k.region("setup"):
+            k.v_readfirstlane_b32(WAVE, v[0])
+            k.s_lshr_b32(WAVE, WAVE, 6)
+            k.v_and_b32(LANE, 63, v[0])
+            self.kv_head()
+            self.resources()
+            k.s_lshl_b32(WAVE_1K, WAVE, 10)
+            self.lds_bases()
+            self.dma_offsets()
+            self.consts()
+
+    def lane_bits(self):
+        """TMP[0] = lane % 32, TMP[1] = lane // 32."""
+        k = self.k
+        k.v_and_b32(TMP[0], 31, LANE)
+        k.v_lshrrev_b32(TMP[1], 5, LANE)
+
+    def swz(self, dst, row, slot):
+        """dst = 16 * (slot ^ slot_xor(row)) (fa_bwd_layouts.slot_xor): row, slot VGPRs, dst may be slot."""
+        k = self.k
+        k.v_bfe_u32(TMP[5], row, 2, 2)
+        k.v_xor_b32(dst, slot, TMP[5])
+        k.v_lshlrev_b32(dst, 4, dst)
+
+    def lds_bases(self):
+        """Per-lane LDS bases (fa_bwd_layouts: b128_base, tr_base, ds_write_base, st_base)."""
+        k = self.k
+        self.lane_bits()
+        lo, hi = TMP[0], TMP[1]
+        # b128: row lane%32 (+ 64w for K), logical slot 2*parity + lane//32
+        k.v_mul_u32_u24(TMP[2], L.ROW, lo)
+        k.s_mul_i32(ST0, WAVE, 64 * L.ROW)
+        for par in range(2):
+            k.v_add_u32(TMP[3], 2 * par, hi)
+            self.swz(TMP[3], lo, TMP[3])
+            k.v_add_u32(QD_B128[par], TMP[2], TMP[3])
+            k.v_add_u32(QD_B128[par], L.QD_BUF[0], QD_B128[par])
+            k.v_add3_u32(K_B128[par], ST0, TMP[2], TMP[3])
+            k.v_add_u32(K_B128[par], L.K_BASE, K_B128[par])
+        # tr: reader lane 16g + 4r + c reads row 8(g//2) + 4t + r, slot 2(g%2) + c//2, byte 8(c%2)
+        k.v_lshrrev_b32(TMP[2], 5, LANE)                               # g // 2
+        k.v_lshlrev_b32(TMP[2], 3, TMP[2])
+        k.v_bfe_u32(TMP[3], LANE, 2, 2)                                # r
+        k.v_add_u32(TMP[2], TMP[2], TMP[3])                            # row for t = 0
+        k.v_bfe_u32(TMP[3], LANE, 4, 1)                                # g % 2
+        k.v_lshlrev_b32(TMP[3], 1, TMP[3])
+        k.v_bfe_u32(TMP[4], LANE, 1, 1)                                # c // 2
+        k.v_add_u32(TMP[3], TMP[3], TMP[4])                            # slot
+        k.v_and_b32(TMP[4], 1, LANE)
+        k.v_lshlrev_b32(TMP[4], 3, TMP[4])                             # 8 (c % 2)
+        k.s_lshl_b32(ST0, WAVE, 6)                                     # the wave's 32-d block of K (dQ)
+        for t in range(2):
+            row = TMP[0] if t == 0 else TMP[1]
+            if t:
+                k.v_add_u32(TMP[1], 4, TMP[2])
+            else:
+                k.v_mov_b32(TMP[0], TMP[2])
+            self.swz(TMP[5], row, TMP[3])
+            k.v_add_u32(TMP[5], TMP[5], TMP[4])                        # swizzled slot bytes + 8(c%2)
+            k.v_mul_u32_u24(QD_TR[t], L.ROW, row)
+            k.v_add_u32(QD_TR[t], QD_TR[t], TMP[5])                    # row*320 + slot part
+            k.v_add_u32(K_TR[0][t], ST0, QD_TR[t])
+            k.v_add_u32(K_TR[0][t], L.K_BASE, K_TR[0][t])
+            k.v_add_u32(K_TR[1][t], 128 * L.ROW, K_TR[0][t])
+            k.v_add_u32(QD_TR[t], L.QD_BUF[0], QD_TR[t])
+            k.v_lshlrev_b32(DS_TR[t], 6, row)                           # dS rows: 64 bytes
+            k.v_add_u32(DS_TR[t], DS_TR[t], TMP[5])                    # DS_BUF[0] = 0
+        # dS writes: row = key (lane % 32, + 64w), logical slot 2kq + lane//32
+        self.lane_bits()
+        k.s_lshl_b32(ST0, WAVE, 12)                                    # 64 rows * 64 B
+        for kq in range(2):
+            k.v_add_u32(TMP[3], 2 * kq, TMP[1])
+            self.swz(TMP[3], TMP[0], TMP[3])
+            k.v_lshlrev_b32(DS_WR[kq], 6, TMP[0])
+            k.v_add3_u32(DS_WR[kq], DS_WR[kq], TMP[3], ST0)
+        # LSE/D reads: the wave's slot + 16 * lane//32
+        k.s_mul_i32(ST0, WAVE, L.ST_SLOT)
+        k.s_add_u32(ST0, ST0, L.ST_BASE)
+        k.v_lshlrev_b32(ST_RD, 4, TMP[1])
+        k.v_add_u32(ST_RD, ST0, ST_RD)
+        # dQ atomics: a32 lanes along d: 2048 * lane//32 + 128w + 4 * lane%32 (rows by soffset/imm);
+        # a16 lanes along q: 256 * lane%32 + 64w + 8 * lane//32 (d pairs by imm)
+        if self.atomic32:
+            k.v_lshlrev_b32(DQ_VOFF, 11, TMP[1])
+            k.v_lshlrev_b32(TMP[2], 2, TMP[0])
+            k.s_lshl_b32(ST0, WAVE, 7)
+        else:
+            k.v_lshlrev_b32(DQ_VOFF, 8, TMP[0])
+            k.v_lshlrev_b32(TMP[2], 3, TMP[1])
+            k.s_lshl_b32(ST0, WAVE, 6)
+        k.v_add3_u32(DQ_VOFF, DQ_VOFF, TMP[2], ST0)
+
+    def dma_voffset(self, dst, chunk_sgpr, stride):
+        """dst = per-lane global offset of LDS-DMA chunk `chunk_sgpr` (fa_bwd_layouts.dma_voffset)."""
+        k = self.k
+        magic, shift = L.DIV20
+        k.s_lshl_b32(ST1, chunk_sgpr, 6)
+        k.v_add_u32(TMP[2], ST1, LANE)                        # slot t = 64 * chunk + lane
+        k.v_mul_u32_u24(TMP[3], magic, TMP[2])
+        k.v_lshrrev_b32(TMP[3], shift, TMP[3])                # row = t // 20
+        k.v_mul_u32_u24(TMP[4], L.SLOTS, TMP[3])
+        k.v_sub_u32(TMP[4], TMP[2], TMP[4])                   # LDS slot in the row
+        k.v_bfe_u32(TMP[5], TMP[3], 2, 2)
+        k.v_xor_b32(TMP[4], TMP[4], TMP[5])
+        k.v_and_b32(TMP[4], 15, TMP[4])                       # global column (padding slots: a real one)
+        k.v_lshlrev_b32(TMP[4], 4, TMP[4])
+        k.v_mul_lo_u32(dst, TMP[3], stride)
+        k.v_add_u32(dst, dst, TMP[4])
+
+    def dma_offsets(self):
+        """Q/dO DMA instruction i of wave w loads chunk w + 4i of the step's 20 (Q 0..9, dO 10..19)."""
+        k = self.k
+        for i in range(L.QD_DMA):
+            k.s_add_u32(ST0, WAVE, L.WAVES * i)
+            if i == 2:                                        # waves 0, 1: Q chunks 8, 9; waves 2, 3: dO 0, 1
+                k.s_sub_u32(ST1, ST0, L.Q_CHUNKS)
+                k.s_cmp_lt_u32(ST0, L.Q_CHUNKS)
+                k.s_cselect_b32(ST0, ST0, ST1)
+                k.s_cselect_b32(SOFF_T, A["q_ss"], A["do_ss"])
+                self.dma_voffset(QD_DMA[i], ST0, SOFF_T)
+            else:
+                if i > 2:
+                    k.s_sub_u32(ST0, ST0, L.Q_CHUNKS)
+                self.dma_voffset(QD_DMA[i], ST0, A["q_ss"] if i < 2 else A["do_ss"])
+        k.v_and_b32(ST_DMA, 31, LANE)
+        k.v_lshlrev_b32(ST_DMA, 2, ST_DMA)
+
+    def consts(self):
+        k = self.k
+        k.v_mov_b32(LOG2E2[0], LOG2E)
+        k.v_mov_b32(LOG2E2[1], LOG2E)
+        k.v_log_f32(LSC2[0], A["scale"])
+        k.v_mov_b32(C2[0], A["scale"])
+        k.v_mul_f32(C2[0], LOG2E, C2[0])
+        k.s_nop(0)                                                     # TRANS result -> VALU read
+        k.v_mov_b32(LSC2[1], LSC2[0])
+        k.v_mov_b32(C2[1], C2[0])
+        k.v_mov_b32(NEG_INF, float("-inf"))
+
+    # ---- one key tile (a pass) --------------------------------------------------------------------
+    def select_tile(self):
+        """TILE of this pass, or a jump to .Lpass_end: tile x, or with aiter's causal halving tiles x
+        and n-1-x (n = this sequence's key tiles), the second only when n-1-x > x."""
+        k, x = self.k, self.wg_tile
+        k.s_add_u32(NKT, SEQ_K, L.BLOCK_KV - 1)
+        k.s_lshr_b32(NKT, NKT, 8)
+        if self.passes == 1:
+            k.s_mov_b32(TILE, x)
+            k.s_cmp_ge_u32(TILE, NKT)
+            k.s_cbranch_scc1(k.L(".Lpass_end"))
+            return
+        k.s_sub_u32(TILE, NKT, 1)
+        k.s_sub_u32(TILE, TILE, x)                           # tail tile n-1-x
+        k.s_lshl_b32(ST1, x, 1)
+        k.s_add_u32(ST0, ST1, 1)
+        k.s_cmp_eq_u32(PASS, 0)
+        k.s_cselect_b32(TILE, x, TILE)
+        k.s_cselect_b32(ST0, ST1, ST0)                       # pass 0 valid iff 2x < n; pass 1 iff 2x+1 < n
+        k.s_cmp_ge_u32(ST0, NKT)
+        k.s_cbranch_scc1(k.L(".Lpass_end"))
+
+    def pass_setup(self):
+        """The key tile's query range, mask limits, zeroed accumulators."""
+        k = self.k
+        with k.region("pass_setup"):
+            k.s_lshl_b32(K0, TILE, 8)
+            if self.mask == 2:
+                k.s_sub_u32(DIAG, SEQ_K, SEQ_Q)                      # query i sees keys <= i + DIAG
+            else:
+                k.s_mov_b32(DIAG, 0)
+            # first step: the first 32-row block with a query that sees a key of the tile
+            if self.causal:
+                k.s_sub_u32(Q_FIRST, K0, DIAG)
+                k.s_max_i32(Q_FIRST, Q_FIRST, 0)
+                k.s_and_b32(Q_FIRST, Q_FIRST, -L.BLOCK_Q)
+            else:
+                k.s_mov_b32(Q_FIRST, 0)
+            k.s_sub_u32(N_STEPS, SEQ_Q, Q_FIRST)
+            k.s_max_i32(N_STEPS, N_STEPS, 0)
+            k.s_add_u32(N_STEPS, N_STEPS, L.BLOCK_Q - 1)
+            k.s_lshr_b32(N_STEPS, N_STEPS, 5)
+            # the wave's keys kw..kw+63 need the mask on a step q0..q0+31 when some key >= seqlen_k, or
+            # (causal) kw + 63 > q0 + DIAG: MASK_Q = INT_MAX, kw + 63 - DIAG or INT_MIN; mask iff q0 < MASK_Q
+            k.s_lshl_b32(ST0, WAVE, 6)
+            k.s_add_u32(ST0, ST0, K0)                                  # kw
+            if self.causal:
+                k.s_add_u32(MASK_Q, ST0, 63)
+                k.s_sub_u32(MASK_Q, MASK_Q, DIAG)
+            else:
+                k.s_mov_b32(MASK_Q, -(1 << 31))
+            k.s_add_u32(ST1, ST0, 64)
+            k.s_cmp_gt_u32(ST1, SEQ_K)
+            k.s_cselect_b32(MASK_Q, 0x7FFFFFFF, MASK_Q)
+            # per-lane mask limit of key block kb: BIG past seqlen_k, else key - DIAG - 4 * lane//32
+            # (causal) or -BIG: accumulator r is masked iff 8(r//4) + r%4 < KEYREL - q0
+            self.lane_bits()
+            k.v_add_u32(TMP[2], ST0, TMP[0])                           # key of block 0
+            k.v_lshlrev_b32(TMP[3], 2, TMP[1])
+            k.v_mov_b32(TMP[4], BIG)
+            for kb in range(2):
+                if kb:
+                    k.v_add_u32(TMP[2], 32, TMP[2])
+                if self.causal:
+                    k.v_subrev_u32(KEYREL[kb], DIAG, TMP[2])
+                    k.v_sub_u32(KEYREL[kb], KEYREL[kb], TMP[3])
+                else:
+                    k.v_mov_b32(KEYREL[kb], -BIG)
+                k.v_cmp_gt_u32(vcc, SEQ_K, TMP[2])                     # key < seqlen_k
+                k.s_nop(1)
+                k.v_cndmask_b32(KEYREL[kb], TMP[4], KEYREL[kb], vcc)
+        with k.region("zero_acc", expect={"valu": 256}):
+            for i in range(256):
+                k.v_accvgpr_write_b32(a[i], 0)
+        k.s_cmp_eq_u32(N_STEPS, 0)
+        k.s_cbranch_scc1(k.L(".Lstore"))
+
+    def load_tile(self):
+        """K tile -> LDS (20 DMAs per wave), Vᵀ -> VGPRs (16 loads), steps 0 and 1 -> QD buffers 0, 1."""
+        k = self.k
+        with k.region("load_kv", expect={"lds_dma": L.K_DMA, "vmem_load": 16}):
+            k.s_mul_i32(SOFF_DQ, K0, A["k_ss"])
+            for i in range(L.K_DMA):
+                k.s_add_u32(ST0, WAVE, L.WAVES * i)
+                self.dma_voffset(TMP[0], ST0, A["k_ss"])
+                k.s_add_u32(m0, WAVE_1K, L.K_BASE + L.DMA_CHUNK * L.WAVES * i)
+                k.s_nop(0)                                              # SALU m0 -> LDS-DMA
+                k.buffer_load_dwordx4(TMP[0], RS_K, SOFF_DQ, offen=True, lds=True).lds_buffer = "k"
+            # Vᵀ: B[k=d][j=key] of key block kb, head-dim step kk: row kw + 32kb + lane%32, bytes 32kk + 16h
+            self.lane_bits()
+            k.s_lshl_b32(ST0, WAVE, 6)
+            k.v_add_u32(TMP[2], ST0, TMP[0])
+            k.v_mul_lo_u32(TMP[2], TMP[2], A["v_ss"])
+            k.v_lshlrev_b32(TMP[3], 4, TMP[1])
+            k.v_add_u32(TMP[2], TMP[2], TMP[3])
+            for kb in range(2):
+                k.s_add_u32(ST0, K0, 32 * kb)
+                k.s_mul_i32(SOFF_T, ST0, A["v_ss"])
+                for kk in range(8):
+                    f = 8 * kb + kk
+                    k.buffer_load_dwordx4(VT[4 * f:4 * f + 3], TMP[2], RS_V, SOFF_T, offen=True, offset=32 * kk)
+        with k.region("load_q01", expect={"lds_dma": 2 * (L.QD_DMA + 2)}):
+            for step, p in ((0, 0), (1, 1)):
+                self.dma_step(step, p)
+
+    def step_offsets(self, step):
+        """SOFF_Q/DO/ST: byte offsets of step min(step, n-1)'s first row (the last steps re-load the last
+        tile, so every wave issues the same DMAs and vmcnt stays uniform). step: an int or an SGPR."""
+        k = self.k
+        k.s_sub_u32(ST1, N_STEPS, 1)
+        if isinstance(step, int):
+            k.s_min_u32(ST0, ST1, step)
+        else:
+            k.s_min_u32(ST0, ST1, step)
+        k.s_lshl_b32(ST0, ST0, 5)
+        k.s_add_u32(ST0, ST0, Q_FIRST)
+        k.s_mul_i32(SOFF_Q, ST0, A["q_ss"])
+        k.s_mul_i32(SOFF_DO, ST0, A["do_ss"])
+        k.s_lshl_b32(SOFF_ST, ST0, 2)
+
+    def dma_step(self, step, p):
+        """Q, dO (5 DMAs) and LSE, D (2) of step `step` into QD buffer p and the wave's ST slot p."""
+        k = self.k
+        self.step_offsets(step)
+        k.s_cmp_lt_u32(WAVE, 2)
+        k.s_cselect_b32(SOFF_T, SOFF_Q, SOFF_DO)
+        for i in range(L.QD_DMA):
+            rs, so = ((RS_Q, SOFF_Q), (RS_Q, SOFF_Q), (RS_MIX, SOFF_T), (RS_DO, SOFF_DO), (RS_DO, SOFF_DO))[i]
+            k.s_add_u32(m0, WAVE_1K, L.QD_BUF[p] + L.DMA_CHUNK * L.WAVES * i)
+            k.s_nop(0)                                                  # SALU m0 -> LDS-DMA
+            k.buffer_load_dwordx4(QD_DMA[i], rs, so, offen=True, lds=True).lds_buffer = f"qd{p}"
+        k.s_mul_i32(ST0, WAVE, L.ST_SLOT)
+        for rs, off in ((RS_LSE, 0), (RS_D, L.D_OFF)):
+            k.s_add_u32(m0, ST0, L.ST_BASE + L.WAVES * L.ST_SLOT * p + off)
+            k.s_nop(0)
+            k.buffer_load_dword(ST_DMA, rs, SOFF_ST, offen=True, lds=True).lds_buffer = f"st{p}"
+
+    # ---- operand reads ------------------------------------------------------------------------------
+    def frag_b128(self, key, base, imm, tag, regs=None):
+        def emit(dst):
+            self.k.ds_read_b128(dst, base, offset=imm).lds_buffer = tag
+        return Frag(key, 1, emit, regs)
+
+    def frag_tr(self, key, bases, imm, tag):
+        def emit(regs):
+            for t in range(2):
+                self.k.ds_read_b64_tr_b16(regs[2 * t:2 * t + 1], bases[t], offset=imm).lds_buffer = tag
+        return Frag(key, 2, emit)
+
+    def cluster(self, ops, ahead=2, extra=()):
+        """MFMAs with their LDS operands read `ahead` MFMAs early into the ring (slot reuse checked: a
+        slot is refilled only after the last MFMA reading it has issued); s_waitcnt lgkmcnt before each
+        MFMA waits for exactly the reads it needs (DS ops complete in order). ops: (emit(regs...),
+        operands), an operand a Frag or a register range; extra: (after op i, Frag with fixed regs)."""
+        k = self.k
+        first, last, order = {}, {}, []
+        for i, (_, opnds) in enumerate(ops):
+            for f in opnds:
+                if isinstance(f, Frag):
+                    if f.key not in first:
+                        first[f.key] = i
+                        order.append(f)
+                    last[f.key] = i
+        for i, f in extra:                        # issued right after op i
+            first[f.key] = last[f.key] = i + ahead
+        state = dict(issued=0, rr=0, waited=0)
+        slot_free = [-1] * N_RING
+        where, done = {}, {}
+
+        def issue(f, after):
+            if f.regs is None:
+                s_ = state["rr"] % N_RING
+                state["rr"] += 1
+                assert slot_free[s_] <= after, f"ring slot {s_} refilled before its last MFMA issued"
+                slot_free[s_] = last[f.key]
+                where[f.key] = RING[4 * s_:4 * s_ + 3]
+            else:
+                where[f.key] = f.regs
+            f.emit(where[f.key])
+            state["issued"] += f.n
+            done[f.key] = state["issued"]
+
+        pending = sorted(order + [f for _, f in extra], key=lambda f: first[f.key])
+        nxt = 0
+
+        def issue_until(limit, after):
+            nonlocal nxt
+            while nxt < len(pending) and first[pending[nxt].key] < limit:
+                issue(pending[nxt], after)
+                nxt += 1
+        issue_until(ahead, -1)
+        for i, (emit, opnds) in enumerate(ops):
+            need = max([done[f.key] for f in opnds if isinstance(f, Frag)], default=0)
+            if need > state["waited"]:
+                k.s_waitcnt(lgkmcnt=min(15, state["issued"] - need))
+                state["waited"] = need
+            emit(*[where[f.key] if isinstance(f, Frag) else f for f in opnds])
+            issue_until(i + 1 + ahead, i)
+        assert nxt == len(pending)
+
+    # ---- the step ------------------------------------------------------------------------------------
+    def s_dp(self, p):
+        """S = Q·Kᵀ and dP = dO·Vᵀ (16 MFMAs each, accumulators alternating), LSE and D read in their shadow."""
+        qd = L.QD_BUF[p] - L.QD_BUF[0]
+        qf = [self.frag_b128(("q", kk), QD_B128[kk % 2], qd + L.b128_imm(kk), f"qd{p}") for kk in range(8)]
+        of = [self.frag_b128(("do", kk), QD_B128[kk % 2], qd + L.DO_OFF + L.b128_imm(kk), f"qd{p}") for kk in range(8)]
+        kf = [[self.frag_b128(("k", kb, kk), K_B128[kk % 2], L.b128_imm(kk, 32 * kb), "k") for kk in range(8)]
+              for kb in range(2)]
+        ops = []
+        for kk in range(8):
+            for kb in range(2):
+                acc = S[16 * kb:16 * kb + 15]
+                ops.append((lambda a_, b_, acc=acc, kk=kk: self.mfma(acc, a_, b_, 0 if kk == 0 else acc),
+                            [qf[kk], kf[kb][kk]]))
+            for kb in range(2):
+                acc, f = DP[16 * kb:16 * kb + 15], 8 * kb + kk
+                ops.append((lambda a_, b_, acc=acc, kk=kk: self.mfma(acc, a_, b_, 0 if kk == 0 else acc),
+                            [of[kk], VT[4 * f:4 * f + 3]]))
+        extra = [(4 + 2 * g + d, self.frag_b128(("st", g, d), ST_RD, L.st_imm(p, g, d), f"st{p}",
+                                                regs=dst[4 * g:4 * g + 3]))
+                 for g in range(4) for d, dst in ((False, LSE), (True, DD))]
+        with self.k.region("s_dp", expect={"mfma": 32, "ds_read": 32 + 8}):
+            self.cluster(ops, ahead=2, extra=extra)
+            self.k.s_waitcnt(lgkmcnt=0)
+
+    def softmax(self, p):
+        """P' = exp2(S·c − L), dS' = P'∘(dP − D); masked on boundary steps; pack both in place."""
+        k = self.k
+        for i in range(0, 16, 2):                                      # L = LSE·log2e − log2 scale
+            k.v_pk_fma_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2, LSC2, neg_lo=[0, 0, 1], neg_hi=[0, 0, 1])
+        k.s_nop(15)                                                    # last S/dP MFMA -> VALU reads
+        skip = f".Lskip_mask_{p}"
+        k.s_cmp_lt_i32(Q0, MASK_Q)
+        k.s_cbranch_scc0(k.L(skip))
+        self.mask_tile()
+        k.label(skip)
+        with k.region("softmax", expect={"exp": 32}):
+            for kb in range(2):
+                for r in range(0, 16, 2):
+                    x = S[16 * kb + r:16 * kb + r + 1]
+                    k.v_pk_fma_f32(x, x, C2, LSE[r:r + 1], neg_lo=[0, 0, 1], neg_hi=[0, 0, 1])
+            for i in range(32):
+                k.v_exp_f32(S[i], S[i])
+            for kb in range(2):
+                for r in range(0, 16, 2):
+                    y = DP[16 * kb + r:16 * kb + r + 1]
+                    k.v_pk_add_f32(y, y, DD[r:r + 1], neg_lo=[0, 1], neg_hi=[0, 1])
+            k.s_nop(0)                                                 # last exp -> VALU read
+            for kb in range(2):
+                for r in range(0, 16, 2):
+                    y = DP[16 * kb + r:16 * kb + r + 1]
+                    k.v_pk_mul_f32(y, y, S[16 * kb + r:16 * kb + r + 1])
+            for X in (S, DP):
+                for kb in range(2):
+                    self.pack(X[16 * kb:16 * kb + 15])
+
+    def pack(self, X):
+        """16 accumulators of a 32x32 tile (D[i=q][j=key]) -> two B operands (queries 16kq..16kq+15) in
+        X[8kq:8kq+3]: fa_layouts.pack_p's cvt + permlane32 swaps."""
+        k = self.k
+        for kq in range(2):
+            for e in range(4):
+                k.instr(self.cvt_pk, X[8 * kq + e], X[8 * kq + 2 * e], X[8 * kq + 2 * e + 1])
+        k.s_nop(1)
+        for kq in range(2):
+            k.v_permlane32_swap_b32(X[8 * kq], X[8 * kq + 2])
+            k.v_permlane32_swap_b32(X[8 * kq + 1], X[8 * kq + 3])
+
+    def mask_tile(self):
+        """S = -inf where the key is past seqlen_k or (causal) past the query's diagonal; L clamped to
+        -FLT_MAX so a query that sees no key (L = -inf) gives exp2(-inf) = 0, not NaN."""
+        k = self.k
+        with k.region("mask", expect={"valu": 16 + 2 + 64}):
+            for r in range(16):
+                k.v_max_f32(LSE[r], -FLT_MAX, LSE[r])
+            for kb in range(2):
+                k.v_subrev_u32(MASK_T if kb == 0 else TMP[5], Q0, KEYREL[kb])
+            order = [("cmp", i) for i in range(3)]
+            for i in range(32):
+                order.append(("sel", i))
+                if i + 3 < 32:
+                    order.append(("cmp", i + 3))
+            for op, i in order:
+                kb, r = divmod(i, 16)
+                msk = MASK_SG[i % 3]
+                if op == "cmp":
+                    k.v_cmp_lt_i32(msk, 8 * (r // 4) + r % 4, MASK_T if kb == 0 else TMP[5])
+                else:
+                    k.v_cndmask_b32(S[i], S[i], NEG_INF, msk)
+
+    def dv_dk(self, p):
+        """dVᵀ += dOᵀ·P', dKᵀ += Qᵀ·dS' (16 MFMAs each); dOᵀ, Qᵀ by transposing reads."""
+        qd = L.QD_BUF[p] - L.QD_BUF[0]
+        ops = []
+        for X, acc0, off, nm in ((S, DV_ACC, L.DO_OFF, "dot"), (DP, DK_ACC, 0, "qt")):
+            for kq in range(2):
+                for db in range(4):
+                    f = self.frag_tr((nm, db, kq), QD_TR, qd + off + L.tr_imm(db, kq), f"qd{p}")
+                    for kb in range(2):
+                        acc = acc0[16 * (2 * db + kb):16 * (2 * db + kb) + 15]
+                        ops.append((lambda a_, b_, acc=acc: self.mfma(acc, a_, b_, acc),
+                                    [f, X[16 * kb + 8 * kq:16 * kb + 8 * kq + 3]]))
+        with self.k.region("dv_dk", expect={"mfma": 32, "ds_read": 32}):
+            self.cluster(ops, ahead=4)
+
+    def write_ds(self, p):
+        k = self.k
+        with k.region("write_ds", expect={"ds_write": 4}):
+            for kb in range(2):
+                for kq in range(2):
+                    k.ds_write_b128(DS_WR[kq], DP[16 * kb + 8 * kq:16 * kb + 8 * kq + 3],
+                                    offset=L.DS_BUF[p] + L.ds_write_imm(0, kb)).lds_buffer = f"ds{p}"
+
+    def dq(self, p):
+        """The wave's 32 columns of dQ (a32: dQ, lanes along d; a16: dQᵀ, lanes along q) = dS'·K over the
+        256 keys: 2 transposing reads of dS' and 2 of K per MFMA."""
+        ops = []
+        for kk in range(16):
+            fs = self.frag_tr(("ds", kk), DS_TR, L.DS_BUF[p] + L.tr_imm(0, kk, L.DS_ROW), f"ds{p}")
+            fk = self.frag_tr(("kt", kk), K_TR[kk // 8], L.tr_imm(0, kk % 8), "k")
+            pair = [fs, fk] if self.atomic32 else [fk, fs]
+            ops.append((lambda a_, b_, kk=kk: self.mfma(DQ, a_, b_, 0 if kk == 0 else DQ), pair))
+        with self.k.region("dq", expect={"mfma": 16, "ds_read": 64}):
+            self.cluster(ops, ahead=3)
+
+    def dq_atomics(self):
+        k = self.k
+        k.s_nop(15)                                                    # last dQ MFMA -> VMEM data read
+        if self.atomic32:
+            with k.region("dq_atomic", expect={"vmem_atomic": 16}):
+                for g in range(4):
+                    k.s_add_u32(SOFF_T, SOFF_DQ, 4096 * g)
+                    for e in range(4):
+                        k.buffer_atomic_add_f32(DQ[4 * g + e], DQ_VOFF, RS_DQ, SOFF_T, offen=True, offset=512 * e)
+        else:
+            with k.region("dq_atomic", expect={"vmem_atomic": 8}):
+                for g in range(4):
+                    k.instr(self.cvt_pk, DQ[4 * g], DQ[4 * g], DQ[4 * g + 1])
+                    k.instr(self.cvt_pk, DQ[4 * g + 1], DQ[4 * g + 2], DQ[4 * g + 3])
+                for g in range(4):
+                    for e in range(2):
+                        k.instr(self.atomic_pk, DQ[4 * g + e], DQ_VOFF, RS_DQ, SOFF_DQ, offen=True,
+                                offset=2 * (8 * g + 2 * e))
+
+    def body(self, p):
+        """One 32-row step with Q/dO in QD buffer p (see the module docstring)."""
+        k = self.k
+        with k.region(f"step{p}"):
+            k.s_lshl_b32(Q0, STEP, 5)
+            k.s_add_u32(Q0, Q0, Q_FIRST)
+            k.s_mul_i32(SOFF_DQ, Q0, 512 if self.atomic32 else 256)
+            self.s_dp(p)
+            self.softmax(p)
+            self.write_ds(p)
+            self.dv_dk(p)
+            k.s_waitcnt(lgkmcnt=0)
+            k.s_barrier()                         # every wave's dS'_j in LDS, Q_j / dO_j reads done
+            self.dq(p)
+            self.dq_atomics()
+            k.s_add_u32(ST0, STEP, 2)
+            self.dma_step(ST0, p)
+            k.s_add_u32(STEP, STEP, 1)
+            k.s_cmp_lt_u32(STEP, N_STEPS)
+            k.s_cbranch_scc0(k.L(".Lloop_end"))
+            # step j+1's DMAs landed (after them: this step's atomics and step j+2's DMAs)
+            k.s_waitcnt(vmcnt=(16 if self.atomic32 else 8) + L.QD_DMA + 2)
+            k.s_barrier()
+
+    def loop(self):
+        k = self.k
+        self.load_tile()
+        k.s_waitcnt(vmcnt=L.QD_DMA + 2)                               # K, Vᵀ and step 0 landed
+        k.s_barrier()
+        k.s_mov_b32(STEP, 0)
+        k.label(".Lloop")
+        self.body(0)
+        self.body(1)
+        k.s_branch(k.L(".Lloop"))
+        k.label(".Lloop_end")
+
+    # ---- epilogue ----------------------------------------------------------------------------------
+    def store(self):
+        """dVᵀ / scale and dKᵀ -> rows of dV, dK (fa_layouts.pack_o: 8 consecutive d per lane after the
+        swaps), one dwordx4 per (key block, d block, half)."""
+        k = self.k
+        k.label(".Lstore")
+        with k.region("store"):
+            k.v_rcp_f32(TMP[4], A["scale"])
+            self.lane_bits()
+            k.s_lshl_b32(ST0, WAVE, 6)
+            k.v_add_u32(TMP[2], ST0, TMP[0])                           # key - K0 of block 0
+            k.v_lshlrev_b32(TMP[3], 4, TMP[1])                         # 16 * lane//32
+            k.s_nop(0)
+            for acc0, rs, ss, scale in ((DV_ACC, RS_DV, A["dv_ss"], True), (DK_ACC, RS_DK, A["dk_ss"], False)):
+                k.s_mul_i32(SOFF_T, K0, ss)
+                for kb in range(2):
+                    k.v_add_u32(TMP[5], 32 * kb, TMP[2])
+                    k.v_mul_lo_u32(TMP[5], TMP[5], ss)
+                    k.v_add_u32(TMP[5], TMP[5], TMP[3])
+                    for db in range(4):
+                        t = 2 * db + kb
+                        X = S[0:15]
+                        for i in range(16):
+                            k.v_accvgpr_read_b32(X[i], acc0[16 * t + i])
+                        if scale:
+                            for i in range(0, 16, 2):
+                                k.v_pk_mul_f32(X[i:i + 1], X[i:i + 1], TMP[4:5], op_sel_hi=[1, 0])
+                        for c in range(2):
+                            b0 = 8 * c
+                            for e in range(4):
+                                k.instr(self.cvt_pk, X[b0 + e], X[b0 + 2 * e], X[b0 + 2 * e + 1])
+                            k.s_nop(1)
+                            k.v_permlane32_swap_b32(X[b0], X[b0 + 2])
+                            k.v_permlane32_swap_b32(X[b0 + 1], X[b0 + 3])
+                            k.buffer_store_dwordx4(X[b0:b0 + 3], TMP[5], rs, SOFF_T, offen=True, offset=64 * db + 32 * c)
+                        k.s_nop(1)
+
+    def build(self):
+        k = self.k
+        self.load_args()
+        self.setup()
+        if self.passes > 1:
+            k.s_mov_b32(PASS, 0)
+            k.label(".Lpass")
+        self.select_tile()
+        self.pass_setup()
+        self.loop()
+        self.store()
+        k.label(".Lpass_end")
+        if self.passes > 1:
+            # the second tile reuses LDS and the registers: every wave past its last K read, DMAs landed
+            k.s_add_u32(PASS, PASS, 1)
+            k.s_cmp_lt_u32(PASS, 2)
+            k.s_cbranch_scc0(k.L(".Lend"))
+            k.s_waitcnt(vmcnt=0)
+            k.s_barrier()
+            k.s_branch(k.L(".Lpass"))
+            k.label(".Lend")
+        k.s_endpgm()
+        return k
+
+
+def build(dtype="bf16", mask=0, atomic32=True, group=False) -> Kernel:
+    """The dQ/dK/dV kernel of one aiter key (module docstring): dtype 'bf16' or 'f16', mask 0 / 1
+    (causal top-left) / 2 (causal bottom-right), atomic32 (fp32 dq workspace) or not (q's dtype),
+    group (varlen: aiter's seqstart pointers)."""
+    return _Builder(dtype, mask, atomic32, group).build()
