@@ -7,9 +7,11 @@ in fp32 (atomic32=1) or in q's dtype (atomic32=0), batch or group (varlen) mode,
     # 256 threads, the 704-byte fmha_bwd_dqdkdv_args (client/aiter_src/mha_bwd_v3_args.h)
 
 Numerics (LSE in natural-log units, as the forward writes it; D = rowsum(dO∘O) from the pre kernel):
-    S = Q·Kᵀ,  P' = exp2(S·scale·log2e − (LSE·log2e − log2 scale)) = scale·P,   dP = dO·Vᵀ,
-    dS' = P'∘(dP − D) = scale·dS,   dVᵀ += dOᵀ·P' (divided by scale once at the store),
-    dKᵀ += Qᵀ·dS',   dQ += dS'·K   (both already carry the scale).
+    S = Q·Kᵀ,  P = exp2(S·scale·log2e − LSE·log2e),  dP = dO·Vᵀ,  dS = P∘(dP − D),
+    dVᵀ += dOᵀ·P,  dKᵀ += Qᵀ·dS (times scale at the store),  dQ += dS·K·scale (scaled before the atomics).
+build(fold_scale=True) (the bf16 default) folds the scale into the exponent instead: P' = scale·P
+(−log2 scale joins LSE·log2e), dS' = scale·dS, so dK and dQ need no multiply and dV is divided by scale
+once at the store; f16 keeps the unscaled values (scale·P sinks into f16's subnormals on long rows).
 One workgroup = 4 waves = 256 keys (aiter's ts); wave w keeps keys 64w..64w+63 of K·Vᵀ stationary:
 its dKᵀ and dVᵀ accumulators fill the 256 AGPRs and Vᵀ sits in 64 VGPRs as the B operand of dP; K
 stays in LDS (it is read twice per step: as Kᵀ for S and, transposed, as dQ's operand). Q and dO
@@ -18,11 +20,11 @@ LDS address formula comes from kernels/fa_bwd_layouts.py (tested against the MFM
 bank-conflict count in tests/test_fa_bwd_layouts.py). One 32-row step j, per wave:
 
     s_dp     32 MFMA  S = Q_j·Kᵀ (K from LDS), dP = dO_j·Vᵀ      ║ 8 ds_read_b128 of LSE_j, D_j
-    softmax  P' = exp2(S·c − L), dS' = P'∘(dP − D) (masked on boundary steps), both packed in place into
-             B operands (fa_layouts.pack_p's shuffle); dS' -> LDS [key][q] (4 ds_write_b128)
-    dv_dk    32 MFMA  dVᵀ += dO_jᵀ·P', dKᵀ += Q_jᵀ·dS' (transposing reads of dO_j and Q_j)
-    ── s_barrier: every wave's dS'_j in LDS, every read of Q_j / dO_j done ──
-    dq       16 MFMA  dQ_j[:, 32w..32w+31] = dS'_j·K over the 256 keys (transposing reads of dS' and K)
+    softmax  P = exp2(S·c − L), dS = P∘(dP − D) (masked on boundary steps), both packed in place into
+             B operands (fa_layouts.pack_p's shuffle); dS -> LDS [key][q] (4 ds_write_b128)
+    dv_dk    32 MFMA  dVᵀ += dO_jᵀ·P, dKᵀ += Q_jᵀ·dS (transposing reads of dO_j and Q_j)
+    ── s_barrier: every wave's dS_j in LDS, every read of Q_j / dO_j done ──
+    dq       16 MFMA  dQ_j[:, 32w..32w+31] = dS_j·K over the 256 keys (transposing reads of dS and K)
              then atomics into aiter's dq workspace; DMA of step j+2 into the freed Q/dO buffer
     ── s_waitcnt (step j+1's DMA landed), s_barrier ──
 
@@ -76,7 +78,7 @@ DQ_ACC_ORDER = "bhsd"
 #  lds_addr    v[2:17]         per-lane LDS bases (fa_bwd_layouts): b128 Q/dO (2), b128 K (2), tr Q/dO (2),
 #                              tr K (4), tr dS (2), dS write (2), LSE/D, and the dQ atomic offset
 #  dma_voff    v[18:25]        Q/dO DMA offsets (5), LSE/D DMA offset, mask limits per key block (2)
-#  consts      v[26:31]        (log2e, log2e), (log2 scale, ..), (scale*log2e, ..) as v_pk_* operands
+#  consts      v[26:31]        (log2e, log2e), (log2 scale or scale, ..), (scale*log2e, ..): v_pk_* operands
 #  S           v[32:63]        S, then P' packed in place (2 key blocks x 16)
 #  dP          v[64:95]        dP, then dS' packed in place
 #  lse         v[96:111]       L = LSE*log2e - log2 scale of the accumulators' 16 query slots
@@ -103,7 +105,7 @@ QD_B128, K_B128, QD_TR = (v[2], v[3]), (v[4], v[5]), (v[6], v[7])
 K_TR = ((v[8], v[9]), (v[10], v[11]))                   # [key half][t]
 DS_TR, DS_WR, ST_RD, DQ_VOFF = (v[12], v[13]), (v[14], v[15]), v[16], v[17]
 QD_DMA, ST_DMA, KEYREL = tuple(v[18 + i] for i in range(5)), v[23], (v[24], v[25])
-LOG2E2, LSC2, C2 = v[26:27], v[28:29], v[30:31]
+LOG2E2, SCL2, C2 = v[26:27], v[28:29], v[30:31]      # SCL2: (log2 scale, ..) folded, else (scale, ..)
 S, DP, LSE, DD, DQ, RING, VT = v[32:63], v[64:95], v[96:111], v[112:127], v[128:143], v[144:183], v[192:255]
 MASK_T, NEG_INF, TMP = v[184], v[185], v[186:191]
 DV_ACC, DK_ACC = a[0:127], a[128:255]
@@ -152,13 +154,17 @@ class Frag:
 
 
 class _Builder:
-    def __init__(self, dtype, mask, atomic32, group):
+    def __init__(self, dtype, mask, atomic32, group, fold_scale=None):
         if dtype not in ("bf16", "f16"):
             raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
         if mask not in MASKS:
             raise ValueError(f"mask is 0 (none), 1 (causal top-left) or 2 (causal bottom-right), not {mask!r}")
         self.dtype, self.mask, self.atomic32, self.group = dtype, mask, bool(atomic32), bool(group)
         self.causal = mask != 0
+        # fold the softmax scale into P and dS (P' = scale·P: dV divided by scale once at the store) or
+        # scale dQ per step and dK at the store (aiter's way). f16 keeps the unfolded values: scale·P and
+        # scale·dS lose precision to f16's subnormals where P is small (long rows)
+        self.fold = (dtype == "bf16") if fold_scale is None else bool(fold_scale)
         self.passes = 2 if self.causal else 1          # aiter halves the causal grid: tiles w and n-1-w
         name = build_name(dtype, mask, atomic32, group)
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS, accum_offset=256, strict=True)
@@ -421,11 +427,14 @@ class _Builder:
         k = self.k
         k.v_mov_b32(LOG2E2[0], LOG2E)
         k.v_mov_b32(LOG2E2[1], LOG2E)
-        k.v_log_f32(LSC2[0], A["scale"])
+        if self.fold:
+            k.v_log_f32(SCL2[0], A["scale"])
+        else:
+            k.v_mov_b32(SCL2[0], A["scale"])
         k.v_mov_b32(C2[0], A["scale"])
         k.v_mul_f32(C2[0], LOG2E, C2[0])
         k.s_nop(0)                                                     # TRANS result -> VALU read
-        k.v_mov_b32(LSC2[1], LSC2[0])
+        k.v_mov_b32(SCL2[1], SCL2[0])
         k.v_mov_b32(C2[1], C2[0])
         k.v_mov_b32(NEG_INF, float("-inf"))
 
@@ -657,8 +666,11 @@ class _Builder:
     def softmax(self, p):
         """P' = exp2(S·c − L), dS' = P'∘(dP − D); masked on boundary steps; pack both in place."""
         k = self.k
-        for i in range(0, 16, 2):                                      # L = LSE·log2e − log2 scale
-            k.v_pk_fma_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2, LSC2, neg_lo=[0, 0, 1], neg_hi=[0, 0, 1])
+        for i in range(0, 16, 2):                                      # L = LSE·log2e (− log2 scale)
+            if self.fold:
+                k.v_pk_fma_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2, SCL2, neg_lo=[0, 0, 1], neg_hi=[0, 0, 1])
+            else:
+                k.v_pk_mul_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2)
         k.s_nop(15)                                                    # last S/dP MFMA -> VALU reads
         skip = f".Lskip_mask_{p}"
         k.s_cmp_lt_i32(Q0, MASK_Q)
@@ -757,6 +769,10 @@ class _Builder:
     def dq_atomics(self):
         k = self.k
         k.s_nop(15)                                                    # last dQ MFMA -> VMEM data read
+        if not self.fold:
+            for i in range(0, 16, 2):
+                k.v_pk_mul_f32(DQ[i:i + 1], DQ[i:i + 1], SCL2)
+            k.s_nop(1)                                                 # (wide-store-free: atomics read at issue)
         if self.atomic32:
             with k.region("dq_atomic", expect={"vmem_atomic": 16}):
                 for g in range(4):
@@ -816,13 +832,16 @@ class _Builder:
         k = self.k
         k.label(".Lstore")
         with k.region("store"):
-            k.v_rcp_f32(TMP[4], A["scale"])
+            if self.fold:
+                k.v_rcp_f32(TMP[4], A["scale"])                        # dV' = scale·dV
+            else:
+                k.v_mov_b32(TMP[4], A["scale"])                        # dK = scale·Σ dSᵀ·Q
             self.lane_bits()
             k.s_lshl_b32(ST0, WAVE, 6)
             k.v_add_u32(TMP[2], ST0, TMP[0])                           # key - K0 of block 0
             k.v_lshlrev_b32(TMP[3], 4, TMP[1])                         # 16 * lane//32
             k.s_nop(0)
-            for acc0, rs, ss, scale in ((DV_ACC, RS_DV, A["dv_ss"], True), (DK_ACC, RS_DK, A["dk_ss"], False)):
+            for acc0, rs, ss, scale in ((DV_ACC, RS_DV, A["dv_ss"], self.fold), (DK_ACC, RS_DK, A["dk_ss"], not self.fold)):
                 k.s_mul_i32(SOFF_T, K0, ss)
                 for kb in range(2):
                     k.v_add_u32(TMP[5], 32 * kb, TMP[2])
@@ -871,8 +890,8 @@ class _Builder:
         return k
 
 
-def build(dtype="bf16", mask=0, atomic32=True, group=False) -> Kernel:
+def build(dtype="bf16", mask=0, atomic32=True, group=False, *, fold_scale=None) -> Kernel:
     """The dQ/dK/dV kernel of one aiter key (module docstring): dtype 'bf16' or 'f16', mask 0 / 1
     (causal top-left) / 2 (causal bottom-right), atomic32 (fp32 dq workspace) or not (q's dtype),
     group (varlen: aiter's seqstart pointers)."""
-    return _Builder(dtype, mask, atomic32, group).build()
+    return _Builder(dtype, mask, atomic32, group, fold_scale).build()
