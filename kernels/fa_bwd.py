@@ -2,7 +2,7 @@
 bf16/f16, no mask / causal top-left (mask 1) / causal bottom-right (mask 2), dQ accumulated atomically
 in fp32 (atomic32=1) or in q's dtype (atomic32=0), batch or group (varlen) mode, GQA at run time.
 
-    k = build(dtype="bf16", mask=2, atomic32=True, group=False)
+    k = build(dtype="bf16", mask=2, atomic32=True, group=False)     # dtype "bf16" or "fp16"
     # aiter's launch: grid (ceil(max_seqlen_k / 256) [halved, rounded up, when causal], nhead_q, batch),
     # 256 threads, the 704-byte fmha_bwd_dqdkdv_args (client/aiter_src/mha_bwd_v3_args.h)
 
@@ -53,6 +53,7 @@ import sys
 from pathlib import Path
 
 from flyasm import Kernel, a, m0, s, v, vcc
+from flyasm.aiter_bwd import DQDKDV_ARGS
 from flyasm.plan import RegisterPlan
 
 try:
@@ -118,32 +119,26 @@ MASK_SG = (vcc, s[74:75], s[76:77])
 (TILE, PASS, K0, DIAG, Q_FIRST, N_STEPS, STEP, Q0, SOFF_Q, SOFF_DO, SOFF_ST, MASK_Q, NKT, QSTART, KSTART,
  SOFF_DQ, SEQ_Q, SEQ_K, SOFF_T, WAVE_1K) = (s[82 + i] for i in range(20))
 
-# aiter's fmha_bwd_dqdkdv_args: 44 fields in 16-byte slots (704 bytes), strides in bytes.
-AITER_ARGS = [("dq", "ptr"), ("dk", "ptr"), ("dv", "ptr"), ("q", "ptr"), ("k", "ptr"), ("v", "ptr"),
-              ("do", "ptr"), ("lse", "ptr"), ("d", "ptr"), ("scale", "f32"), ("log2e", "f32"),
-              ("seqlen_q", "u32"), ("ts", "u32"), ("q_hs", "u32"), ("q_bs", "u32"), ("q_ss", "u32"),
-              ("ratio", "u32"), ("k_hs", "u32"), ("k_bs", "u32"), ("k_ss", "u32"), ("dk_ss", "u32"),
-              ("seqlen_k", "u32"), ("head_dim_q", "u32"), ("head_dim_v", "u32"), ("nhead_q", "u32"),
-              ("v_hs", "u32"), ("v_bs", "u32"), ("v_ss", "u32"), ("do_hs", "u32"), ("do_bs", "u32"),
-              ("do_ss", "u32"), ("dk_hs", "u32"), ("dk_bs", "u32"), ("dv_hs", "u32"), ("dv_bs", "u32"),
-              ("dv_ss", "u32"), ("lse_hs", "u32"), ("qseq", "ptr"), ("kseq", "ptr"), ("qseq_pad", "ptr"),
-              ("kseq_pad", "ptr"), ("max_seqlen_dq", "u32"), ("mask_x", "i32"), ("mask_y", "i32")]
-assert len(AITER_ARGS) * 16 == 704
-# pointers land in the low words of their buffer resource; u32 arguments in s[48:72]
-PTR_SGPR = {"q": RS_Q, "do": RS_DO, "lse": RS_LSE, "d": RS_D, "dq": RS_DQ, "k": RS_K, "v": RS_V,
-            "dk": RS_DK, "dv": RS_DV}
-U32_ARGS = ["scale", "seqlen_q", "q_hs", "q_bs", "q_ss", "ratio", "k_hs", "k_bs", "k_ss", "dk_ss", "seqlen_k",
-            "nhead_q", "v_hs", "v_bs", "v_ss", "do_hs", "do_bs", "do_ss", "dk_hs", "dk_bs", "dv_hs", "dv_bs",
-            "dv_ss", "lse_hs", "max_seqlen_dq"]
+# aiter's fmha_bwd_dqdkdv_args (flyasm.aiter_bwd.DQDKDV_ARGS: 44 fields in 16-byte slots, 704 bytes,
+# strides in bytes). Pointers land in the low words of their buffer resource; u32 arguments in s[48:72].
+PTR_SGPR = {"ptr_q": RS_Q, "ptr_do": RS_DO, "ptr_lse": RS_LSE, "ptr_d": RS_D, "ptr_dq": RS_DQ, "ptr_k": RS_K,
+            "ptr_v": RS_V, "ptr_dk": RS_DK, "ptr_dv": RS_DV}
+U32_ARGS = ["scalar", "seqlen_q", "Hs_q", "BAs_q", "Seqs_q", "ratio", "Hs_k", "BAs_k", "Seqs_k", "Seqs_dk",
+            "seqlen_k", "nhead_q", "Hs_v", "BAs_v", "Seqs_v", "Hs_do", "BAs_do", "Seqs_do", "Hs_dk", "BAs_dk",
+            "Hs_dv", "BAs_dv", "Seqs_dv", "Hs_lsed", "max_seqlen_dq"]
 A = {n: s[48 + i] for i, n in enumerate(U32_ARGS)}
 HK = s[73]
-SEQ_PTR = {"qseq": s[74:75], "kseq": s[76:77], "qseq_pad": s[78:79], "kseq_pad": s[80:81]}
+SEQ_PTR = {"ptr_qseq": s[74:75], "ptr_kseq": s[76:77], "ptr_qseq_padded": s[78:79], "ptr_kseq_padded": s[80:81]}
+
+
+DTYPES = {"bf16": "bf16", "fp16": "f16", "f16": "f16"}      # aiter's spelling (and fa_fwd's f16) -> MFMA type
 
 
 def build_name(dtype="bf16", mask=0, atomic32=True, group=False) -> str:
     """One kernel per aiter key (dtype, mask, atomic32, mode); GQA, heads and lengths are run time."""
     m = {0: "", 1: "_causal_tl", 2: "_causal_br"}[mask]
-    return f"fa_bwd_hd128_{dtype}{m}_{'a32' if atomic32 else 'a16'}" + ("_group" if group else "")
+    dt = "fp16" if DTYPES.get(dtype) == "f16" else dtype
+    return f"fa_bwd_hd128_{dt}{m}_{'a32' if atomic32 else 'a16'}" + ("_group" if group else "")
 
 
 class Frag:
@@ -155,10 +150,12 @@ class Frag:
 
 class _Builder:
     def __init__(self, dtype, mask, atomic32, group, fold_scale=None):
-        if dtype not in ("bf16", "f16"):
-            raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype is 'bf16' or 'fp16' (or 'f16'), not {dtype!r}")
         if mask not in MASKS:
             raise ValueError(f"mask is 0 (none), 1 (causal top-left) or 2 (causal bottom-right), not {mask!r}")
+        name = build_name(dtype, mask, atomic32, group)
+        dtype = DTYPES[dtype]
         self.dtype, self.mask, self.atomic32, self.group = dtype, mask, bool(atomic32), bool(group)
         self.causal = mask != 0
         # fold the softmax scale into P and dS (P' = scale·P: dV divided by scale once at the store) or
@@ -166,10 +163,9 @@ class _Builder:
         # scale·dS lose precision to f16's subnormals where P is small (long rows)
         self.fold = (dtype == "bf16") if fold_scale is None else bool(fold_scale)
         self.passes = 2 if self.causal else 1          # aiter halves the causal grid: tiles w and n-1-w
-        name = build_name(dtype, mask, atomic32, group)
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS, accum_offset=256, strict=True)
         self.k = Kernel(name, block=256, lds=160 * 1024, arg_layout="aiter", workgroup_ids="xyz", plan=self.plan)
-        self.args = {n: self.k.arg(n, t) for n, t in AITER_ARGS}
+        self.args = {n: self.k.arg(n, t) for n, t in DQDKDV_ARGS}
         self.mfma_name = f"v_mfma_f32_32x32x16_{dtype}"
         self.cvt_pk = f"v_cvt_pk_{dtype}_f32"
         self.atomic_pk = f"buffer_atomic_pk_add_{dtype}"
@@ -201,13 +197,13 @@ class _Builder:
         k, X = self.k, SEQ_PTR
         with k.region("sequence", expect={"smem": 4}):
             k.s_lshl_b32(ST0, self.wg_batch, 2)
-            k.s_load_dwordx2(s[82:83], X["qseq"], ST0)              # qseq[b], qseq[b+1] (TILE, PASS: free here)
-            k.s_load_dwordx2(s[84:85], X["kseq"], ST0)              # kseq[b], kseq[b+1] (K0, DIAG)
-            for pad, seq in (("qseq_pad", "qseq"), ("kseq_pad", "kseq")):
+            k.s_load_dwordx2(s[82:83], X["ptr_qseq"], ST0)          # qseq[b], qseq[b+1] (TILE, PASS: free here)
+            k.s_load_dwordx2(s[84:85], X["ptr_kseq"], ST0)          # kseq[b], kseq[b+1] (K0, DIAG)
+            for pad, seq in (("ptr_qseq_padded", "ptr_qseq"), ("ptr_kseq_padded", "ptr_kseq")):
                 k.s_cmp_lg_u64(X[pad], 0)
                 k.s_cselect_b64(X[pad], X[pad], X[seq])
-            k.s_load_dword(QSTART, X["qseq_pad"], ST0)
-            k.s_load_dword(KSTART, X["kseq_pad"], ST0)
+            k.s_load_dword(QSTART, X["ptr_qseq_padded"], ST0)
+            k.s_load_dword(KSTART, X["ptr_kseq_padded"], ST0)
             k.s_waitcnt(lgkmcnt=0)
             k.s_sub_u32(SEQ_Q, s[83], s[82])
             k.s_sub_u32(SEQ_K, s[85], s[84])
@@ -252,20 +248,20 @@ class _Builder:
         def first_row(t, q):
             # group mode: the sequence's physical first row * row stride; batch mode: batch * batch stride
             if self.group:
-                return (QSTART if q else KSTART, A[f"{t}_ss"])
-            return (b, A[f"{t}_bs"])
+                return (QSTART if q else KSTART, A[f"Seqs_{t}"])
+            return (b, A[f"BAs_{t}"])
         for rs, t, q, h in ((RS_Q, "q", True, head), (RS_DO, "do", True, head), (RS_K, "k", False, HK),
                             (RS_V, "v", False, HK), (RS_DK, "dk", False, head), (RS_DV, "dv", False, head)):
-            self.rsrc(rs, [first_row(t, q), (h, A[f"{t}_hs"])], SEQ_Q if q else SEQ_K, A[f"{t}_ss"])
+            self.rsrc(rs, [first_row(t, q), (h, A[f"Hs_{t}"])], SEQ_Q if q else SEQ_K, A[f"Seqs_{t}"])
         # LSE and D, float32 [B, Hq, Sq] (head stride lse_hs, batch stride nhead_q * lse_hs) or, group
         # mode, [Hq, total_q] at the sequence's physical start
         if self.group:
             k.s_lshl_b32(SOFF_T, QSTART, 2)
-            lterms = [(head, A["lse_hs"]), (SOFF_T, 1)]
+            lterms = [(head, A["Hs_lsed"]), (SOFF_T, 1)]
         else:
             k.s_mul_i32(SOFF_T, b, A["nhead_q"])
             k.s_add_u32(SOFF_T, SOFF_T, head)
-            lterms = [(SOFF_T, A["lse_hs"])]
+            lterms = [(SOFF_T, A["Hs_lsed"])]
         k.s_lshl_b32(ST1, SEQ_Q, 2)
         k.s_mov_b32(SOFF_DQ, ST1)
         for rs in (RS_LSE, RS_D):
@@ -414,12 +410,12 @@ class _Builder:
                 k.s_sub_u32(ST1, ST0, L.Q_CHUNKS)
                 k.s_cmp_lt_u32(ST0, L.Q_CHUNKS)
                 k.s_cselect_b32(ST0, ST0, ST1)
-                k.s_cselect_b32(SOFF_T, A["q_ss"], A["do_ss"])
+                k.s_cselect_b32(SOFF_T, A["Seqs_q"], A["Seqs_do"])
                 self.dma_voffset(QD_DMA[i], ST0, SOFF_T)
             else:
                 if i > 2:
                     k.s_sub_u32(ST0, ST0, L.Q_CHUNKS)
-                self.dma_voffset(QD_DMA[i], ST0, A["q_ss"] if i < 2 else A["do_ss"])
+                self.dma_voffset(QD_DMA[i], ST0, A["Seqs_q"] if i < 2 else A["Seqs_do"])
         k.v_and_b32(ST_DMA, 31, LANE)
         k.v_lshlrev_b32(ST_DMA, 2, ST_DMA)
 
@@ -428,10 +424,10 @@ class _Builder:
         k.v_mov_b32(LOG2E2[0], LOG2E)
         k.v_mov_b32(LOG2E2[1], LOG2E)
         if self.fold:
-            k.v_log_f32(SCL2[0], A["scale"])
+            k.v_log_f32(SCL2[0], A["scalar"])
         else:
-            k.v_mov_b32(SCL2[0], A["scale"])
-        k.v_mov_b32(C2[0], A["scale"])
+            k.v_mov_b32(SCL2[0], A["scalar"])
+        k.v_mov_b32(C2[0], A["scalar"])
         k.v_mul_f32(C2[0], LOG2E, C2[0])
         k.s_nop(0)                                                     # TRANS result -> VALU read
         k.v_mov_b32(SCL2[1], SCL2[0])
@@ -519,10 +515,10 @@ class _Builder:
         """K tile -> LDS (20 DMAs per wave), Vᵀ -> VGPRs (16 loads), steps 0 and 1 -> QD buffers 0, 1."""
         k = self.k
         with k.region("load_kv", expect={"lds_dma": L.K_DMA, "vmem_load": 16}):
-            k.s_mul_i32(SOFF_DQ, K0, A["k_ss"])
+            k.s_mul_i32(SOFF_DQ, K0, A["Seqs_k"])
             for i in range(L.K_DMA):
                 k.s_add_u32(ST0, WAVE, L.WAVES * i)
-                self.dma_voffset(TMP[0], ST0, A["k_ss"])
+                self.dma_voffset(TMP[0], ST0, A["Seqs_k"])
                 k.s_add_u32(m0, WAVE_1K, L.K_BASE + L.DMA_CHUNK * L.WAVES * i)
                 k.s_nop(0)                                              # SALU m0 -> LDS-DMA
                 k.buffer_load_dwordx4(TMP[0], RS_K, SOFF_DQ, offen=True, lds=True).lds_buffer = "k"
@@ -530,12 +526,12 @@ class _Builder:
             self.lane_bits()
             k.s_lshl_b32(ST0, WAVE, 6)
             k.v_add_u32(TMP[2], ST0, TMP[0])
-            k.v_mul_lo_u32(TMP[2], TMP[2], A["v_ss"])
+            k.v_mul_lo_u32(TMP[2], TMP[2], A["Seqs_v"])
             k.v_lshlrev_b32(TMP[3], 4, TMP[1])
             k.v_add_u32(TMP[2], TMP[2], TMP[3])
             for kb in range(2):
                 k.s_add_u32(ST0, K0, 32 * kb)
-                k.s_mul_i32(SOFF_T, ST0, A["v_ss"])
+                k.s_mul_i32(SOFF_T, ST0, A["Seqs_v"])
                 for kk in range(8):
                     f = 8 * kb + kk
                     k.buffer_load_dwordx4(VT[4 * f:4 * f + 3], TMP[2], RS_V, SOFF_T, offen=True, offset=32 * kk)
@@ -554,8 +550,8 @@ class _Builder:
             k.s_min_u32(ST0, ST1, step)
         k.s_lshl_b32(ST0, ST0, 5)
         k.s_add_u32(ST0, ST0, Q_FIRST)
-        k.s_mul_i32(SOFF_Q, ST0, A["q_ss"])
-        k.s_mul_i32(SOFF_DO, ST0, A["do_ss"])
+        k.s_mul_i32(SOFF_Q, ST0, A["Seqs_q"])
+        k.s_mul_i32(SOFF_DO, ST0, A["Seqs_do"])
         k.s_lshl_b32(SOFF_ST, ST0, 2)
 
     def dma_step(self, step, p):
@@ -833,15 +829,15 @@ class _Builder:
         k.label(".Lstore")
         with k.region("store"):
             if self.fold:
-                k.v_rcp_f32(TMP[4], A["scale"])                        # dV' = scale·dV
+                k.v_rcp_f32(TMP[4], A["scalar"])                        # dV' = scale·dV
             else:
-                k.v_mov_b32(TMP[4], A["scale"])                        # dK = scale·Σ dSᵀ·Q
+                k.v_mov_b32(TMP[4], A["scalar"])                        # dK = scale·Σ dSᵀ·Q
             self.lane_bits()
             k.s_lshl_b32(ST0, WAVE, 6)
             k.v_add_u32(TMP[2], ST0, TMP[0])                           # key - K0 of block 0
             k.v_lshlrev_b32(TMP[3], 4, TMP[1])                         # 16 * lane//32
             k.s_nop(0)
-            for acc0, rs, ss, scale in ((DV_ACC, RS_DV, A["dv_ss"], self.fold), (DK_ACC, RS_DK, A["dk_ss"], not self.fold)):
+            for acc0, rs, ss, scale in ((DV_ACC, RS_DV, A["Seqs_dv"], self.fold), (DK_ACC, RS_DK, A["Seqs_dk"], not self.fold)):
                 k.s_mul_i32(SOFF_T, K0, ss)
                 for kb in range(2):
                     k.v_add_u32(TMP[5], 32 * kb, TMP[2])
@@ -891,7 +887,7 @@ class _Builder:
 
 
 def build(dtype="bf16", mask=0, atomic32=True, group=False, *, fold_scale=None) -> Kernel:
-    """The dQ/dK/dV kernel of one aiter key (module docstring): dtype 'bf16' or 'f16', mask 0 / 1
+    """The dQ/dK/dV kernel of one aiter key (module docstring): dtype 'bf16' or 'fp16', mask 0 / 1
     (causal top-left) / 2 (causal bottom-right), atomic32 (fp32 dq workspace) or not (q's dtype),
     group (varlen: aiter's seqstart pointers)."""
     return _Builder(dtype, mask, atomic32, group, fold_scale).build()

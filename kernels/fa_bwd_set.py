@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fa_bwd  # noqa: E402
 import fa_bwd_odo  # noqa: E402
 import fa_bwd_post  # noqa: E402
 
@@ -40,7 +41,10 @@ CONVERT = [dict(stage="post", kind="convert", dtype=d, head_dim=h, group=g) for 
 # a16 has a post kernel for hd128 only: aiter's hd64 a16 kernels write dQ themselves
 SHUFFLE = [dict(stage="post", kind="shuffle", dtype="bf16", head_dim=128, group=g) for g in MODES]
 PRE_POST = PRE + CONVERT + SHUFFLE
-VARIANTS = PRE_POST
+# the dQ/dK/dV kernel: every hd128 key of aiter's gfx950 manifest (dtype x mask x atomic32 x mode)
+MAIN = [dict(stage="main", dtype=d, mask=m, atomic32=a, group=g) for d in DTYPES for m in (0, 1, 2)
+        for a in (True, False) for g in MODES]
+VARIANTS = PRE_POST + MAIN
 
 
 def build(stage, **params):
@@ -48,10 +52,18 @@ def build(stage, **params):
         return fa_bwd_odo.build(params["dtype"], params["head_dim"], params["group"])
     if stage == "post":
         return fa_bwd_post.build(params["kind"], params["dtype"], params["head_dim"], params["group"])
-    raise ValueError(f"stage is pre or post, not {stage!r}")
+    if stage == "main":
+        return fa_bwd.build(params["dtype"], params["mask"], params["atomic32"], params["group"])
+    raise ValueError(f"stage is pre, main or post, not {stage!r}")
 
 
-def manifest_row(stage, dtype, head_dim, group, kind=None):
+def manifest_row(stage, dtype, group, head_dim=128, kind=None, mask=0, atomic32=True):
+    if stage == "main":
+        # pssk = pddv = 1: aiter's hd128 rows (the host takes a row with both flags >= the call's)
+        name = fa_bwd.build_name(dtype, mask, atomic32, group)
+        return dict(dtype=dtype, hdim_q=128, hdim_v=128, mask=mask, atomic32=int(atomic32), pssk=1, pddv=1,
+                    mode=int(group), bf16_cvt=3, ts_qo=fa_bwd.L.BLOCK_Q, ts=fa_bwd.L.BLOCK_KV, knl_name=name,
+                    co_name=f"{name}.co", manifest=DQDKDV)
     if stage == "pre":
         name, manifest, ts = fa_bwd_odo.kernel_name(dtype, head_dim, group), ODO, fa_bwd_odo.TILE_ROWS
     else:

@@ -25,6 +25,9 @@ round to nearest even; 2^-11 for fp16; e = 2^-24 for fp32):
     rounds once in dq_convert; a16 adds partials in q's dtype, rounding the running sum at every
     atomic add: up to `adds`·u·Σ|partials| (adds = the number of atomic adds into one dQ element: key
     blocks of the kernel that see the row), then the shuffle copies it.
+fp16 also rounds values below its smallest normal (2^-14) onto a 2^-24 grid: every rounding to fp16
+above (P, dS, the outputs, each a16 add) errs by up to SUB = 2^-25 absolute as well (bf16's subnormals
+sit at 2^-133: nothing there), which matters where P is small (long rows) and for tiny outputs.
 Second-order terms (u², u·e) are covered by a factor 1.01 and an absolute floor of 2^-30·max|x|.
 """
 from __future__ import annotations
@@ -34,6 +37,7 @@ import math
 import torch
 
 U = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+SUB = {torch.bfloat16: 0.0, torch.float16: 2.0 ** -25}    # absolute rounding error below the smallest normal
 E32 = 2.0 ** -24
 
 
@@ -81,7 +85,7 @@ def bounds(q, k, v, o, do, lse, ref: dict, scale: float, adds: int | None) -> di
     """Per-element bounds on |kernel − ref| for dq, dk, dv, dk_heads, dv_heads, d (see the module
     docstring). o, lse: what the kernel is given (o rounded to q's dtype, lse fp32). adds: atomic adds
     into one dQ element for a16 (rounding in q's dtype each time); None for a32 (fp32 atomics)."""
-    u = U[q.dtype]
+    u, sub = U[q.dtype], SUB[q.dtype]
     sq, hq, dqk = q.shape
     sk, hk, dvd = v.shape
     g = hq // hk
@@ -94,12 +98,13 @@ def bounds(q, k, v, o, do, lse, ref: dict, scale: float, adds: int | None) -> di
     sum_do_o = (do64 * o64).sum(-1)                                 # Σ|dO∘O| per row
     e_d = (u + dvd * E32) * sum_do_o                                # O's rounding, the fp32 row sum
     e_dp = dvd * E32 * (do64 @ vv.transpose(-1, -2))
-    e_ds = p * (e_dp + e_d[..., None]) + eps_p * ds.abs() + u * ds.abs()
+    live = (p > 0).double()                                          # masked elements are exact zeros
+    e_ds = p * (e_dp + e_d[..., None]) + eps_p * ds.abs() + u * ds.abs() + sub * live
     pt_do = p.transpose(-1, -2) @ do64                               # Pᵀ|dO| [H, S_k, D_v]
-    e_dv_h = (u + sq * E32) * pt_do + (eps_p * p).transpose(-1, -2) @ do64
+    e_dv_h = (u + sq * E32) * pt_do + (eps_p * p + sub * live).transpose(-1, -2) @ do64
     e_dk_h = scale * (e_ds.transpose(-1, -2) @ q64) + sq * E32 * scale * (ds.abs().transpose(-1, -2) @ q64)
     part = scale * (ds.abs() @ kk)                                   # Σ|partials| of dQ [H, S_q, D]
-    e_dq = scale * (e_ds @ kk) + (sk * E32 * part if adds is None else adds * u * part)
+    e_dq = scale * (e_ds @ kk) + (sk * E32 * part if adds is None else adds * (u * part + sub))
     t = lambda x: x.transpose(0, 1)                                  # noqa: E731
     dk_h, dv_h = ref["dk_heads"].abs(), ref["dv_heads"].abs()
     fold = lambda x: x.reshape(x.shape[0], hk, g, x.shape[-1]).sum(2)  # noqa: E731  [S, H_q, D] -> [S, H_k, D]
@@ -107,9 +112,9 @@ def bounds(q, k, v, o, do, lse, ref: dict, scale: float, adds: int | None) -> di
     def fin(err, val):
         return 1.01 * err + 2.0 ** -30 * max(float(val.abs().max()), 1.0)
     out = dict(d=fin(e_d, ref["d"]))
-    out["dv_heads"] = fin(t(e_dv_h) + u * dv_h, dv_h)
-    out["dk_heads"] = fin(t(e_dk_h) + u * dk_h, dk_h)
-    out["dv"] = fin(fold(t(e_dv_h) + u * dv_h) + u * ref["dv"].abs(), ref["dv"])
-    out["dk"] = fin(fold(t(e_dk_h) + u * dk_h) + u * ref["dk"].abs(), ref["dk"])
-    out["dq"] = fin(t(e_dq) + u * ref["dq"].abs(), ref["dq"])
+    out["dv_heads"] = fin(t(e_dv_h) + u * dv_h + sub, dv_h)
+    out["dk_heads"] = fin(t(e_dk_h) + u * dk_h + sub, dk_h)
+    out["dv"] = fin(fold(t(e_dv_h) + u * dv_h + sub) + u * ref["dv"].abs() + sub, ref["dv"])
+    out["dk"] = fin(fold(t(e_dk_h) + u * dk_h + sub) + u * ref["dk"].abs() + sub, ref["dk"])
+    out["dq"] = fin(t(e_dq) + u * ref["dq"].abs() + sub, ref["dq"])
     return out

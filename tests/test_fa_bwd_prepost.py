@@ -44,7 +44,7 @@ def kset(tmp_path_factory):
     """Our pre/post kernels + aiter's dQ/dK/dV manifest (and the aiter kernels ../shared has)."""
     from flyasm.dispatch import build_set
     out = tmp_path_factory.mktemp("fa_bwd_prepost")
-    build_set(str(REPO / "kernels" / "fa_bwd_set.py"), out, jobs=2, progress=False)
+    build_set(str(REPO / "kernels" / "fa_bwd_set.py") + ":PRE_POST", out, jobs=2, progress=False)
     (out / "fmha_bwd_dqdkdv.csv").write_bytes(
         (CLIENT / "aiter_src/hsa/gfx950/fmha_v3_bwd/fmha_bwd_dqdkdv.csv").read_bytes())
     (out / "fmha_bwd_dqdkdv.flyasm.json").unlink()
