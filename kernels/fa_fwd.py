@@ -970,10 +970,13 @@ class _Builder:
     def body_pp(self, p):
         """One 64-key step: S half p holds S_j (softmax_a done), K_{j+1} in K buffer 1-p, V_j in V
         buffer p. Four phases, a barrier after each:
-            read K_{j+1} -> KV;  DMA V_{j+1} -> V buffer 1-p
+            read K_{j+1} -> KV;  then DMA V_{j+1} -> V buffer 1-p
             Q·Kᵀ_{j+1} ║ softmax_b(S_j) -> P_j;  O *= corr_j (lazy);  mask S_{j+1}
-            read V_j -> KV;  DMA K_{j+3} -> K buffer 1-p
+            read V_j -> KV;  then DMA K_{j+3} -> K buffer 1-p
             P·V_j ║ softmax_a(S_{j+1})
+        A read phase issues its LDS reads before its DMAs: the reads are what the next phase's MFMAs
+        wait for, while the DMAs land two read phases later; the four waves' DMAs queue on the CU's
+        one vector-memory port, and issued first they held the reads behind them (in-order issue).
         Phases of the two groups (A one ahead): X = A's phase, B runs the phase before it.
           A: read K_{j+1} | QK_{j+1} | read V_j  | PV_j
           B: PV_{j-1}     | read K_{j+1} | QK_{j+1} | read V_j
@@ -988,12 +991,12 @@ class _Builder:
         cur, nxt = S[32 * p:32 * p + 31], S[32 * (1 - p):32 * (1 - p) + 31]
         nk, nv = self.g.k_dma, self.g.v_dma
         with k.region(f"step{p}"):
-            self.tile_offsets(k_ahead=3)
             with k.region("read_k", expect={"ds_read": 16, "lds_dma": nv}):
-                for i in range(nv):
-                    self.dma("v", 1 - p, i, V_TILE_OFF)
                 for f in range(16):
                     self.read_k((f // 8, f % 8), f, 1 - p)
+                self.tile_offsets(k_ahead=3)
+                for i in range(nv):
+                    self.dma("v", 1 - p, i, V_TILE_OFF)
                 k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
             k.s_barrier()
             with k.region("qk_softmax", expect={"mfma": 16, "exp": 32 - self.EXP_A}):
@@ -1004,10 +1007,10 @@ class _Builder:
             self.mask(nxt, p)
             k.s_barrier()
             with k.region("read_v", expect={"ds_read": 32, "lds_dma": nk}):
-                for i in range(nk):
-                    self.dma("k", 1 - p, i, K_TILE_OFF)
                 for f in range(16):
                     self.read_v(f, p)
+                for i in range(nk):
+                    self.dma("k", 1 - p, i, K_TILE_OFF)
                 k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
             k.s_barrier()
             with k.region("pv", expect={"mfma": 16, "exp": self.EXP_A}):
