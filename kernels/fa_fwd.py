@@ -77,7 +77,7 @@ RSRC_WORD3 = 0x00020000        # raw buffer, 32-bit data format (gfx9 V# word 3)
 #  region       registers      holds
 #  ids          v[0:1]         workitem id (v0), lane id
 #  lds_addr     v[2:5]         per-lane LDS read bases: K buf0, K buf1, V buf0, V buf1
-#  dma_voff     v[6:12]        per-lane global offsets of the 3 K and 3 V DMA chunks; DMA scratch
+#  dma_voff     v[6:11]        per-lane global offsets of the 3 K and 3 V DMA chunks (the tile's in soffset)
 #  io_voff      v[13:15]       per-lane offsets of the Q load, O store, LSE store
 #  softmax      v[16:25]       m (running max), l (lane-half row sum), corr, tile max, temps,
 #                              mask limit, -inf, causal limit, 4*(lane//32)
@@ -97,7 +97,7 @@ RSRC_WORD3 = 0x00020000        # raw buffer, 32-bit data format (gfx9 V# word 3)
 # 12 M0 values, not 5: a DMA instruction fills 1 KiB of consecutive LDS (M0 + 16*lane), so each
 # of the 3 chunks a wave fills per tile, in each of 2 buffers of 2 tensors, has its own M0.
 PLAN_REGIONS = {
-    "ids": v[0:1], "lds_addr": v[2:5], "dma_voff": v[6:12], "io_voff": v[13:15], "softmax": v[16:25],
+    "ids": v[0:1], "lds_addr": v[2:5], "dma_voff": v[6:11], "io_voff": v[13:15], "softmax": v[16:25],
     "tmp": v[26:31], "S": v[32:95], "O": v[96:159], "Q": v[160:191], "KV": v[192:255],
     "sys": s[0:4], "wave": s[5:7], "rsrc": s[8:27], "args": s[28:53], "loop": s[54:63], "dma_m0": s[64:75],
     "misc": s[76:85], "aiter": s[86:101],
@@ -105,10 +105,9 @@ PLAN_REGIONS = {
 PLAN_ALIASES = {"S_ping": ("S", v[32:63]), "S_pong": ("S", v[64:95])}
 # Head dim 192 (Q/K; V and O stay 128): 4 waves of 32 rows (aiter launches 256 threads), so a wave
 # may use the whole unified file: Q's 48 registers move to AGPRs (MFMA srcB and buffer loads may name
-# AGPRs on gfx90a+/gfx950), and v[160:172] holds the 7 K + 5 V per-lane DMA offsets and the DMA
-# scratch. dma_m0 s[64:68]: 1 KiB * wave, and M0 of the K chunk past which some waves dump (x4 buffers);
+# AGPRs on gfx90a+/gfx950), and v[160:171] holds the 7 K + 5 V per-lane DMA offsets. dma_m0 s[64:68]: 1 KiB * wave, and M0 of the K chunk past which some waves dump (x4 buffers);
 # lds_addr2 v[173:176]: LDS read bases of the K (then V) buffers past two (fa_layouts.HD192's stages).
-PLAN_REGIONS_HD192 = dict(PLAN_REGIONS, Q=a[0:47], dma_voff=v[160:172], lds_addr2=v[173:176])
+PLAN_REGIONS_HD192 = dict(PLAN_REGIONS, Q=a[0:47], dma_voff=v[160:171], lds_addr2=v[173:176])
 
 S = v[32:95]
 O = v[96:159]
@@ -119,7 +118,6 @@ K_ADDR = (v[2], v[3])
 V_ADDR = (v[4], v[5])
 K_DMA = (v[6], v[7], v[8])
 V_DMA = (v[9], v[10], v[11])
-DMA_TMP = v[12]
 Q_VOFF, O_VOFF, LSE_VOFF = v[13], v[14], v[15]
 M_RUN, L_RUN, CORR, M_TILE, T0, T1, MASK_T, NEG_INF, QLIM, H4 = (v[i] for i in range(16, 26))
 TMP = v[26:31]
@@ -259,7 +257,7 @@ class _Builder:
         self.K_ADDR = K_ADDR + tuple(next(extra) for _ in range(2, g.k_stages))
         self.V_ADDR = V_ADDR + tuple(next(extra) for _ in range(2, g.v_stages))
         if head_dim == 128:
-            self.Q, self.K_DMA, self.V_DMA, self.DMA_TMP = Q, K_DMA, V_DMA, DMA_TMP
+            self.Q, self.K_DMA, self.V_DMA = Q, K_DMA, V_DMA
             self.m0_sgpr = {(t, b, i): DMA_M0[(2 * (t == "v") + b) * 3 + i]
                             for t in "kv" for b in range(2) for i in range(3)}
         else:
@@ -267,7 +265,6 @@ class _Builder:
             self.Q = self.plan.regions["Q"].reg
             self.K_DMA = tuple(dv[i] for i in range(g.k_dma))
             self.V_DMA = tuple(dv[g.k_dma + i] for i in range(g.v_dma))
-            self.DMA_TMP = dv[g.k_dma + g.v_dma]
             # M0 in an SGPR only for chunks some wave dumps; the others are WAVE_1K + a constant
             sg = (DMA_M0[i] for i in range(1, 12))
             self.m0_sgpr = {(t, b, i): next(sg) for t, n, nd in (("k", g.k_chunks, g.k_dma), ("v", g.v_chunks, g.v_dma))
@@ -307,12 +304,17 @@ class _Builder:
             self.k.s_add_u32(m0, WAVE_1K, base + L.DMA_CHUNK * self.g.waves * i)
 
     def dma(self, tensor, buf, i, tile_off):
-        """One LDS-DMA instruction: chunk i of this wave's share of a K or V tile into buffer buf."""
-        k = self.k
+        """One LDS-DMA instruction: chunk i of this wave's share of a K or V tile into buffer buf
+        (M0, the wait state M0 -> LDS-DMA asks, the load)."""
         self.set_m0(tensor, buf, i)
-        k.v_add_u32(self.DMA_TMP, tile_off, (self.K_DMA if tensor == "k" else self.V_DMA)[i])   # also covers m0 -> DMA
-        k.buffer_load_dwordx4(self.DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True,
-                              lds=True).lds_buffer = f"{tensor}{buf}"
+        self.k.s_nop(0)
+        self.dma_load(tensor, buf, i, tile_off)
+
+    def dma_load(self, tensor, buf, i, tile_off):
+        """The load of dma() once M0 is set: the lane's chunk offset in VGPR, the tile's in soffset (SGPR),
+        so no VALU add per DMA; the range check counts soffset in (num_records - soffset)."""
+        self.k.buffer_load_dwordx4((self.K_DMA if tensor == "k" else self.V_DMA)[i], RS_K if tensor == "k" else RS_V,
+                                   tile_off, offen=True, lds=True).lds_buffer = f"{tensor}{buf}"
 
     # ---- prologue -----------------------------------------------------------------------------
     def load_args(self):
@@ -861,11 +863,9 @@ class _Builder:
         for tensor in order:
             buf, off = bufs[tensor]
             for i in range(self.g.k_dma if tensor == "k" else self.g.v_dma):
-                k = self.k
                 self.set_m0(tensor, buf, i); yield
-                k.v_add_u32(self.DMA_TMP, off, (self.K_DMA if tensor == "k" else self.V_DMA)[i]); yield
-                k.buffer_load_dwordx4(self.DMA_TMP, RS_K if tensor == "k" else RS_V, 0, offen=True,
-                                      lds=True).lds_buffer = f"{tensor}{buf}"; yield
+                self.k.s_nop(0); yield                      # M0 -> LDS-DMA: one wait state
+                self.dma_load(tensor, buf, i, off); yield
 
     def mask(self, X, p, sfx=""):
         """S[key] = -inf where key >= seqlen_k or (causal) key > q: one compare per accumulator
@@ -925,7 +925,7 @@ class _Builder:
             k.s_barrier()                     # every wave: K_{j+1} in LDS, done with step j-1's buffers
             exp_n, nqk = 33, 2 * self.g.k_steps
             with k.region("qk_softmax", expect={"mfma": nqk, "ds_read": self.qk_reads, "lds_dma": nk + nv, "exp": exp_n,
-                                                 "valu": tuple(n + nk + nv for n in self.softmax_valu)}):
+                                                 "valu": self.softmax_valu}):
                 self.qk_cluster(nxt, 1 - p, softmax=self.softmax(cur), dma=self.dma_gen(p, 1 - p))
             if guard:                         # V_j -> KV now: after the barrier group A overwrites V buffer p
                 with k.region("v_prefetch", expect={"ds_read": 32}):
@@ -992,11 +992,13 @@ class _Builder:
         nk, nv = self.g.k_dma, self.g.v_dma
         with k.region(f"step{p}"):
             with k.region("read_k", expect={"ds_read": 16, "lds_dma": nv}):
-                for f in range(16):
+                for f in range(16 - nv):
                     self.read_k((f // 8, f % 8), f, 1 - p)
                 self.tile_offsets(k_ahead=3)
-                for i in range(nv):
-                    self.dma("v", 1 - p, i, V_TILE_OFF)
+                for i, f in enumerate(range(16 - nv, 16)):     # a K read is the wait state M0 -> LDS-DMA
+                    self.set_m0("v", 1 - p, i)
+                    self.read_k((f // 8, f % 8), f, 1 - p)
+                    self.dma_load("v", 1 - p, i, V_TILE_OFF)
                 k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
             k.s_barrier()
             with k.region("qk_softmax", expect={"mfma": 16, "exp": 32 - self.EXP_A}):
@@ -1007,10 +1009,12 @@ class _Builder:
             self.mask(nxt, p)
             k.s_barrier()
             with k.region("read_v", expect={"ds_read": 32, "lds_dma": nk}):
-                for f in range(16):
+                for f in range(16 - nk):
                     self.read_v(f, p)
-                for i in range(nk):
-                    self.dma("k", 1 - p, i, K_TILE_OFF)
+                for i, f in enumerate(range(16 - nk, 16)):     # V reads: the wait state M0 -> LDS-DMA
+                    self.set_m0("k", 1 - p, i)
+                    self.read_v(f, p)
+                    self.dma_load("k", 1 - p, i, K_TILE_OFF)
                 k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
             k.s_barrier()
             with k.region("pv", expect={"mfma": 16, "exp": self.EXP_A}):
