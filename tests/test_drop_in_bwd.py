@@ -8,7 +8,9 @@ buffers and runs the launches in order. Run on aiter's own kernels (those in ../
 a16 and a32, no mask and top-left causal, batch mode), the results must match torch autograd of SDPA
 in float64 within the bounds tests/attn_bwd_ref.py derives: that checks the harness (packing,
 workspace, relocation, GQA sum) independently of our kernels. aiter's kernels have known hazards and
-races, so they run in report mode (hazards="report", races="report") and the report is listed.
+races, so they run in report mode (hazards="report", races="report") and the report is listed; every
+hazard the emulator meets in aiter's main kernel (salu_m0 x33; the a16 kernels' valu_write_mfma_read
+x4) is one the static checker (Program.check, what `flyasm check` runs) finds at the same pc.
 """
 from __future__ import annotations
 
@@ -118,3 +120,9 @@ def test_aiter_kernels_through_the_harness_match_autograd(case):
             assert w <= 1.0, f"{n}: error {errs[n]:.3g} exceeds the derived bound ({w:.2f}x)"
     if "swapped" in worst:   # the bound tells query heads apart: head 0's dK is out of head 1's bound
         assert worst["swapped"] > 1.0
+    # the hazards the emulator met in aiter's main kernel are the ones the static checker finds in it
+    from flyasm.report.program import as_program
+    main = res["launches"][1]
+    met = {(r.rule, r.pc) for r in res["results"][1].report.rows() if r.kind == "hazard"}
+    static = {(f.rule, f.consumer.pc) for f in as_program(str(main.co)).check()}
+    assert met and met <= static, sorted(met - static)
