@@ -45,6 +45,13 @@ PRE_POST = PRE + CONVERT + SHUFFLE
 MAIN = [dict(stage="main", dtype=d, mask=m, atomic32=a, group=g) for d in DTYPES for m in (0, 1, 2)
         for a in (True, False) for g in MODES]
 VARIANTS = PRE_POST + MAIN
+# A quick subset for tests (tests/test_attention_grad.py, tests/test_examples.py): bf16 top-left causal
+# a32, fp16 a16, bf16 bottom-right causal a16 (causal with Sq == Sk), and the batch-mode pre and post
+# kernels they need
+SMALL = [dict(stage="main", dtype="bf16", mask=1, atomic32=True, group=False),
+         dict(stage="main", dtype="fp16", mask=0, atomic32=False, group=False),
+         dict(stage="main", dtype="bf16", mask=2, atomic32=False, group=False)] + \
+    [p for p in PRE_POST if not p["group"] and p["head_dim"] == 128]
 
 
 def build(stage, **params):

@@ -81,10 +81,13 @@ def grads(q, k, v, do, scale: float, mask: int) -> dict:
                 dq_formula=t(scale * ds @ kk), p=p, dp=dp, d=d, ds=ds, s=s * 1.0)
 
 
-def bounds(q, k, v, o, do, lse, ref: dict, scale: float, adds: int | None) -> dict:
+def bounds(q, k, v, o, do, lse, ref: dict, scale: float, adds: int | None, o_err=None, lse_err=None) -> dict:
     """Per-element bounds on |kernel − ref| for dq, dk, dv, dk_heads, dv_heads, d (see the module
     docstring). o, lse: what the kernel is given (o rounded to q's dtype, lse fp32). adds: atomic adds
-    into one dQ element for a16 (rounding in q's dtype each time); None for a32 (fp32 atomics)."""
+    into one dQ element for a16 (rounding in q's dtype each time); None for a32 (fp32 atomics).
+    o_err [S_q, H_q, D_v], lse_err [H_q, S_q]: bounds on how far o and lse are from the exact ones
+    when they come from a forward kernel rather than from rounding the exact ones (default u|O| and
+    e|lse|): D moves by Σ|dO| o_err, every P by the relative lse_err."""
     u, sub = U[q.dtype], SUB[q.dtype]
     sq, hq, dqk = q.shape
     sk, hk, dvd = v.shape
@@ -95,8 +98,12 @@ def bounds(q, k, v, o, do, lse, ref: dict, scale: float, adds: int | None) -> di
     lse_abs = torch.where(torch.isfinite(lse), lse.double().abs(), 0)[..., None]
     s_abs = torch.where(torch.isfinite(ref["s"]), ref["s"].abs(), 0)
     eps_p = 8 * E32 * (1 + s_abs + lse_abs)                          # relative, per P element
+    if lse_err is not None:
+        eps_p = eps_p + lse_err.double()[..., None]
     sum_do_o = (do64 * o64).sum(-1)                                 # Σ|dO∘O| per row
     e_d = (u + dvd * E32) * sum_do_o                                # O's rounding, the fp32 row sum
+    if o_err is not None:
+        e_d = e_d + (do64 * o_err.double().transpose(0, 1)).sum(-1)
     e_dp = dvd * E32 * (do64 @ vv.transpose(-1, -2))
     live = (p > 0).double()                                          # masked elements are exact zeros
     e_ds = p * (e_dp + e_d[..., None]) + eps_p * ds.abs() + u * ds.abs() + sub * live

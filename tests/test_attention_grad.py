@@ -60,3 +60,55 @@ def test_fp8_attention_is_not_differentiable():
     q = torch.randn(1, 1, 16, 128).to(torch.float8_e4m3fn)
     with pytest.raises(DispatchError, match="fp8 attention is forward only"):
         flyasm.attention(q, q, torch.randn(1, 1, 16, 128).requires_grad_())
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    """(forward set, backward set): fa_fwd_set.py:SMALL and fa_bwd_set.py:SMALL."""
+    fwd, bwd = tmp_path_factory.mktemp("fa_fwd_small"), tmp_path_factory.mktemp("fa_bwd_small")
+    build_set(f"{REPO / 'kernels' / 'fa_fwd_set.py'}:SMALL", fwd, jobs=2, progress=False)
+    build_set(f"{REPO / 'kernels' / 'fa_bwd_set.py'}:SMALL", bwd, jobs=2, progress=False)
+    return fwd, bwd
+
+
+GRAD_CASES = {
+    # name: (dtype, causal, hq, hkv, sq, sk); the backward set's default accumulation: a32 for
+    # sk > 256, a16 (in q's dtype) below
+    "bf16_top_left_gqa2_a32": (torch.bfloat16, True, 2, 1, 60, 300),
+    "f16_a16": (torch.float16, False, 1, 1, 70, 100),
+}
+
+
+@pytest.mark.xdist_group("attention_grad_sets")
+@pytest.mark.parametrize("case", [c if c == "bf16_top_left_gqa2_a32" else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in GRAD_CASES])
+def test_gradients_match_sdpa(sets, case):
+    """loss = Σ out ∘ dO backpropagated through flyasm.attention (our forward, then our backward, in the
+    emulator) against torch.autograd.grad of SDPA in float64, per element within tests/attn_bwd_ref's
+    bounds, widened by the forward's own error in O and LSE (tests/test_emu_aiter_fmha.py's O bound:
+    2u(P|V| + |O|) + u|O| + S_k·e·P|V|; LSE 64e(|LSE| + ln S_k))."""
+    from attn_bwd_ref import E32, U, bounds, grads
+    dtype, causal, hq, hk, sq, sk = GRAD_CASES[case]
+    fwd, bwd = sets
+    g = torch.Generator().manual_seed(sum(map(ord, case)))
+    q, k, v = (torch.randn(1, h, s, 128, generator=g).to(dtype).requires_grad_() for h, s in ((hq, sq), (hk, sk),
+                                                                                              (hk, sk)))
+    dout = torch.randn(1, hq, sq, 128, generator=g).to(dtype)
+    out = flyasm.attention(q, k, v, causal=causal, kernels=fwd, bwd_kernels=bwd)
+    assert out.requires_grad and out.grad_fn is not None
+    torch.autograd.backward(out, dout)
+    scale = 1 / 128 ** 0.5
+    t = lambda x: x.detach()[0].transpose(0, 1)                 # noqa: E731  [1, H, S, D] -> [S, H, D]
+    ref = grads(t(q), t(k), t(v), t(dout), scale, 1 if causal else 0)
+    u = U[dtype]
+    pv = (ref["p"] @ t(v).double().abs().transpose(0, 1).repeat_interleave(hq // hk, 0)).transpose(0, 1)
+    o_abs = ref["o"].abs()
+    o_err = 2 * u * (pv + o_abs) + u * o_abs + sk * E32 * pv
+    lse_err = 64 * E32 * (ref["lse"].abs() + torch.log(torch.tensor(float(sk))))
+    bd = bounds(t(q), t(k), t(v), t(out), t(dout), ref["lse"].float(), ref, scale, None if sk > 256 else 1,
+                o_err=o_err, lse_err=lse_err)
+    for name, got in (("dq", q.grad), ("dk", k.grad), ("dv", v.grad)):
+        assert got.shape == (q if name == "dq" else k).shape and got.dtype == dtype
+        err = (t(got).double() - ref[name]).abs()
+        print(f"{case} {name}: max err {float(err.max()):.2e}, worst err/bound {float((err / bd[name]).max()):.2f}")
+        assert float((err / bd[name]).max()) <= 1.0, name
