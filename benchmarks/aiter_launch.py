@@ -31,15 +31,7 @@ def fmha_host(set_dir: Path = SHARED / "gfx950" / "fmha_v3_fwd") -> Path:
         return exe
     with tempfile.TemporaryDirectory() as tmp:
         w = Path(tmp)
-        for arch in ("gfx942", "gfx950"):
-            (w / "hsa" / arch / "fmha_v3_fwd").mkdir(parents=True)
-        (w / "out").mkdir()
-        shutil.copy(client / "aiter_src/hsa/codegen.py", w / "hsa")
-        shutil.copy(client / "aiter_src/hsa/gfx942/fmha_v3_fwd/fmha_fwd.csv", w / "hsa/gfx942/fmha_v3_fwd")
-        shutil.copy(set_dir / "fmha_fwd.csv", w / "hsa/gfx950/fmha_v3_fwd")
-        env = dict(os.environ, AITER_GPU_ARCHS="gfx950")
-        subprocess.run(["python3", "-W", "ignore", "hsa/codegen.py", "-m", "fmha_v3_fwd", "-o", str(w / "out")],
-                       cwd=w, env=env, check=True, capture_output=True)
+        _codegen(w, "fmha_v3_fwd", [set_dir / "fmha_fwd.csv"])
         exe.parent.mkdir(parents=True, exist_ok=True)
         # built under a private name, then renamed: a concurrent caller never runs a half-written file
         tmp_exe = exe.with_name(f"host.{os.getpid()}")
@@ -47,6 +39,23 @@ def fmha_host(set_dir: Path = SHARED / "gfx950" / "fmha_v3_fwd") -> Path:
                         "-o", str(tmp_exe)], check=True, capture_output=True)
         os.replace(tmp_exe, exe)
     return exe
+
+
+def _codegen(w: Path, module: str, manifests: list[Path]) -> None:
+    """aiter's hsa/codegen.py -m MODULE run in w as drop_in.sh / drop_in_bwd.sh run it: the set's
+    manifests as gfx950's, aiter's own gfx942 ones beside them; the generated headers go to w/out."""
+    client = SHARED / "client"
+    for arch in ("gfx942", "gfx950"):
+        (w / "hsa" / arch / module).mkdir(parents=True)
+    (w / "out").mkdir()
+    shutil.copy(client / "aiter_src/hsa/codegen.py", w / "hsa")
+    for m in (client / "aiter_src/hsa/gfx942" / module).glob("*.csv"):
+        shutil.copy(m, w / "hsa/gfx942" / module)
+    for m in manifests:
+        shutil.copy(m, w / "hsa/gfx950" / module)
+    env = dict(os.environ, AITER_GPU_ARCHS="gfx950")
+    subprocess.run(["python3", "-W", "ignore", "hsa/codegen.py", "-m", module, "-o", str(w / "out")],
+                   cwd=w, env=env, check=True, capture_output=True)
 
 
 def fmha_pack(set_dir: Path = SHARED / "gfx950" / "fmha_v3_fwd", **kv) -> dict:
@@ -257,17 +266,7 @@ def fmha_bwd_host(set_dir: Path = BWD_SET) -> tuple[Path, Path]:
         return exes
     with tempfile.TemporaryDirectory() as tmp:
         w = Path(tmp)
-        for arch in ("gfx942", "gfx950"):
-            (w / "hsa" / arch / "fmha_v3_bwd").mkdir(parents=True)
-        (w / "out").mkdir()
-        shutil.copy(client / "aiter_src/hsa/codegen.py", w / "hsa")
-        for m in (client / "aiter_src/hsa/gfx942/fmha_v3_bwd").glob("*.csv"):
-            shutil.copy(m, w / "hsa/gfx942/fmha_v3_bwd")
-        for n in names:
-            shutil.copy(set_dir / n, w / "hsa/gfx950/fmha_v3_bwd")
-        env = dict(os.environ, AITER_GPU_ARCHS="gfx950")
-        subprocess.run(["python3", "-W", "ignore", "hsa/codegen.py", "-m", "fmha_v3_bwd", "-o", str(w / "out")],
-                       cwd=w, env=env, check=True, capture_output=True)
+        _codegen(w, "fmha_v3_bwd", [set_dir / n for n in names])
         out.mkdir(parents=True, exist_ok=True)
         for exe, init in zip(exes, ("zero", "pattern")):
             tmp_exe = exe.with_name(f"{exe.name}.{os.getpid()}")     # renamed when whole (concurrent callers)

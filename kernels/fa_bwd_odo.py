@@ -101,15 +101,8 @@ def build(dtype: str = "bf16", head_dim: int = 128, group: bool = False) -> Kern
         rt.rsrc(RS_O, A["ptr_o"], A["Hs_o"], A["BAs_o"], A["Seqs_o"])
         rt.rsrc(RS_DO, A["ptr_do"], A["Hs_do"], A["BAs_do"], A["Seqs_do"])
         rt.rsrc(RS_D, A["ptr_d"], A["Hs_d"], A["BAs_d"], A["Seqs_d"])
-        # lane -> (row within the wave's first load, column); row offsets of this wave's rows
-        k.v_readfirstlane_b32(WAVE, v[0])
-        k.s_lshr_b32(WAVE, WAVE, 6)
-        k.s_mul_i32(WAVE, WAVE, TILE_ROWS // WAVES)              # first row of this wave
-        k.v_and_b32(LANE, 63, v[0])
-        k.v_and_b32(COL, lanes - 1, LANE)
-        k.v_lshlrev_b32(COL, 4, COL)
-        k.v_lshrrev_b32(VT, lanes.bit_length() - 1, LANE)         # row = lane / lanes per row
-        k.v_add_u32(VT, WAVE, VT)
+        rt.lane_rows(WAVE, LANE, COL, VT, lanes, TILE_ROWS // WAVES)   # VT: the lane's row
+        k.v_lshlrev_b32(COL, 4, COL)                               # ... and its byte column
         k.v_mul_lo_u32(VOFF_O, VT, A["Seqs_o"])
         k.v_add_u32(VOFF_O, VOFF_O, COL)
         k.v_mul_lo_u32(VOFF_DO, VT, A["Seqs_do"])

@@ -101,13 +101,7 @@ def build(kind: str = "convert", dtype: str = "bf16", head_dim: int = 128, group
         ws_row = None if convert else R.TILE_ROW
         rt.rsrc(RS_ACC, A["ptr_dq_acc"], A["Hs_dq_acc"], A["BAs_dq_acc"], A["Seqs_dq_acc"], first_row=ws_row)
         rt.rsrc(RS_DQ, A["ptr_dq"], A["Hs_dq"], A["BAs_dq"], A["Seqs_dq"])
-        k.v_readfirstlane_b32(WAVE, v[0])
-        k.s_lshr_b32(WAVE, WAVE, 6)
-        k.s_mul_i32(WAVE, WAVE, TILE_ROWS // WAVES)              # first row of this wave
-        k.v_and_b32(LANE, 63, v[0])
-        k.v_and_b32(COL, lanes - 1, LANE)
-        k.v_lshrrev_b32(VT, lanes.bit_length() - 1, LANE)         # row = lane / lanes per row
-        k.v_add_u32(VT, WAVE, VT)
+        rt.lane_rows(WAVE, LANE, COL, VT, lanes, TILE_ROWS // WAVES)   # VT: the lane's row
         k.v_mul_lo_u32(VOFF_DQ, VT, A["Seqs_dq"])
         k.v_mul_lo_u32(VOFF_ACC, VT, A["Seqs_dq_acc"])
         k.v_lshlrev_b32(VT, 4, COL)                               # 8 elements of 2 bytes

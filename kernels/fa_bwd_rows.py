@@ -14,7 +14,7 @@ are dropped by the buffer range check: no per-row masks.
 """
 from __future__ import annotations
 
-from flyasm import s
+from flyasm import s, v
 
 RSRC_WORD3 = 0x00020000        # gfx9 V# word 3: raw buffer, 32-bit data format (kernels/fa_fwd.py)
 
@@ -86,3 +86,16 @@ class RowTiles:
         k.s_and_b32(hi, hi, 0xFFFF)                 # stride 0: raw buffer, range check in bytes
         k.s_mul_i32(dst[2], ROWS_LEFT if rows is None else rows, row_stride)
         k.s_mov_b32(dst[3], RSRC_WORD3)
+
+    def lane_rows(self, wave, lane, col, row, lanes: int, rows_per_wave: int):
+        """A wave streams rows_per_wave rows, `lanes` 16-byte lanes to a row: wave = the wave's first
+        row in the tile (SGPR), lane = lane id, col = lane % lanes (the lane's 16-byte column), row =
+        wave + lane / lanes (the lane's row in the wave's first load)."""
+        k = self.k
+        k.v_readfirstlane_b32(wave, v[0])
+        k.s_lshr_b32(wave, wave, 6)
+        k.s_mul_i32(wave, wave, rows_per_wave)
+        k.v_and_b32(lane, 63, v[0])
+        k.v_and_b32(col, lanes - 1, lane)
+        k.v_lshrrev_b32(row, lanes.bit_length() - 1, lane)
+        k.v_add_u32(row, wave, row)
