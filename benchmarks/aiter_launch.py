@@ -246,6 +246,7 @@ def _fmha_buffers(dtype: str, group: int, sq: int, sk: int, d: int, dv: int) -> 
 
 # ---- attention backward (fmha_v3_bwd): aiter's host code for a set, and running a call --------
 BWD_SET = SHARED / "gfx950" / "fmha_v3_bwd"
+from flyasm.aiter_bwd import HOST_BASE  # noqa: E402,F401  (the host addresses a call's tensors get)
 
 
 def fmha_bwd_host(set_dir: Path = BWD_SET) -> tuple[Path, Path]:
