@@ -11,10 +11,13 @@ csrc/include/mha_bwd.h `fmha_bwd_dqdkdv_args`, `fmha_bwd_post_kernel_args`, and 
 ../shared/aiter/client/drop_in_bwd.sh pack). Our kernels declare their arguments from them (same
 names), so their metadata offsets are aiter's byte offsets.
 
-`run_launches` runs one call's launches (each: code object, kernel, grid, block, kernarg bytes as
-some host packed them with its own pointer values) on a backend, moving the host's pointers onto
-device copies of the tensors they point into. `sum_gqa` is aiter's torch wrapper's last step: dK and
-dV come out per query head and are summed over each key/value head's group.
+`pack(set_dir, **call)` is aiter's host code for a set in Python (kernel choice, kernarg bytes,
+grids, the dq workspace; held to aiter's own bytes by tests/test_fa_bwd_prepost.py), for
+flyasm.attention; benchmarks/aiter_launch.py fmha_bwd_pack runs aiter's own and returns the same.
+`backward(pack_fn, q, k, v, o, do, lse, ...)` runs one call: host addresses for the tensors, the
+zero-filled workspace, the launches in order (`run_launches`: each host pointer moved onto the device
+copy of the tensor it points into). `sum_gqa` is aiter's torch wrapper's last step: dK and dV come
+out per query head and are summed over each key/value head's group.
 """
 from __future__ import annotations
 
@@ -43,12 +46,10 @@ POST_ARGS = (("ptr_dq_acc", "ptr"), ("ptr_dq", "ptr"), ("Hs_dq_acc", "u32"), ("B
              ("Seqs_dq_acc", "u32"), ("Hs_dq", "u32"), ("BAs_dq", "u32"), ("Seqs_dq", "u32"), ("seqlen_q", "u32"),
              ("head_dim", "u32"), ("ptr_qseq", "ptr"), ("ptr_qseq_padded", "ptr"))
 STAGE_ARGS = {"pre": ODO_ARGS, "dqdkdv": DQDKDV_ARGS, "post": POST_ARGS}
-KERNARG_BYTES = {st: SLOT * len(f) for st, f in STAGE_ARGS.items()}          # 256, 704, 192
 # the four manifests aiter's codegen reads (hsa/gfx950/fmha_v3_bwd/), by stage; post: a32, a16
 MANIFESTS = {"pre": "fmha_bwd_odo.csv", "dqdkdv": "fmha_bwd_dqdkdv.csv",
              "post": ("fmha_bwd_dq_convert.csv", "fmha_bwd_dq_shuffle.csv")}
 WORKGROUP = 256                             # every stage: aiter launches 256x1x1 on gfx950
-LDS_LIMIT = 160 * 1024
 
 
 _FMT = {"ptr": "<Q", "u32": "<I", "i32": "<i", "f32": "<f"}
@@ -210,8 +211,8 @@ def run_launches(launches, buffers: dict, backend: str = "emu", **launch_kw) -> 
     gets the buffers its pointer fields point into; results are copied back after each launch, so
     the next one sees them. Returns the LaunchResults."""
     from .run import launch
-    from .run.args import as_numpy
-    spans = sorted((int(a), int(as_numpy(t).nbytes), t) for a, t in buffers.items())
+    from .run.args import nbytes
+    spans = sorted((int(a), nbytes(t), t) for a, t in buffers.items())
     results = []
     for ln in launches:
         used = {}

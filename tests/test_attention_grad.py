@@ -13,6 +13,7 @@ import flyasm
 from flyasm.dispatch import DispatchError, attention_backward, build_set
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("attention_grad_sets")     # one worker builds the module's sets
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,6 @@ def _args(B=1, Hq=2, Hk=1, Sq=40, Sk=70, D=128, dtype=torch.bfloat16):
     return q, k, v, out, torch.randn(B, Hq, Sq, generator=g), dout
 
 
-@pytest.mark.xdist_group("fa_bwd_prepost_only")
 def test_bad_input_is_one_sentence(prepost_set):
     q, k, v, out, lse, dout = _args()
     cases = [
@@ -79,22 +79,28 @@ GRAD_CASES = {
 }
 
 
-@pytest.mark.xdist_group("attention_grad_sets")
+@pytest.mark.parametrize("backend", ["emu", "hip"])
 @pytest.mark.parametrize("case", [c if c == "bf16_top_left_gqa2_a32" else pytest.param(c, marks=pytest.mark.slow)
                                   for c in GRAD_CASES])
-def test_gradients_match_sdpa(sets, case):
+def test_gradients_match_sdpa(sets, case, backend):
     """loss = Σ out ∘ dO backpropagated through flyasm.attention (our forward, then our backward, in the
-    emulator) against torch.autograd.grad of SDPA in float64, per element within tests/attn_bwd_ref's
-    bounds, widened by the forward's own error in O and LSE (tests/test_emu_aiter_fmha.py's O bound:
-    2u(P|V| + |O|) + u|O| + S_k·e·P|V|; LSE 64e(|LSE| + ln S_k))."""
+    emulator, or on an AMD GPU through the HIP backend where there is one) against torch.autograd.grad
+    of SDPA in float64, per element within tests/attn_bwd_ref's bounds, widened by the forward's own
+    error in O and LSE (tests/test_emu_aiter_fmha.py's O bound: 2u(P|V| + |O|) + u|O| + S_k·e·P|V|;
+    LSE 64e(|LSE| + ln S_k))."""
     from attn_bwd_ref import E32, U, bounds, grads
+    if backend == "hip":
+        from flyasm.run import hip
+        ok, why = hip.available()
+        if not ok:
+            pytest.skip(f"no AMD GPU here: {why}")
     dtype, causal, hq, hk, sq, sk = GRAD_CASES[case]
     fwd, bwd = sets
     g = torch.Generator().manual_seed(sum(map(ord, case)))
     q, k, v = (torch.randn(1, h, s, 128, generator=g).to(dtype).requires_grad_() for h, s in ((hq, sq), (hk, sk),
                                                                                               (hk, sk)))
     dout = torch.randn(1, hq, sq, 128, generator=g).to(dtype)
-    out = flyasm.attention(q, k, v, causal=causal, kernels=fwd, bwd_kernels=bwd)
+    out = flyasm.attention(q, k, v, causal=causal, kernels=fwd, bwd_kernels=bwd, backend=backend)
     assert out.requires_grad and out.grad_fn is not None
     torch.autograd.backward(out, dout)
     scale = 1 / 128 ** 0.5
@@ -112,3 +118,49 @@ def test_gradients_match_sdpa(sets, case):
         err = (t(got).double() - ref[name]).abs()
         print(f"{case} {name}: max err {float(err.max()):.2e}, worst err/bound {float((err / bd[name]).max()):.2f}")
         assert float((err / bd[name]).max()) <= 1.0, name
+
+
+# ---- the HIP backend: the same three launches through flyasm.run.launch's ctypes path ------------
+def test_backward_launches_through_the_hip_library(sets):
+    """With a fake libamdhip64 holding device memory (tests/test_hip_backend.py): three launches with
+    the packed grids and kernarg sizes, each pointer moved onto a device buffer that holds the host
+    tensor's bytes (the dq workspace zero-filled), results copied back, every buffer freed."""
+    import struct
+
+    from test_hip_backend import FakeHip, FakeHipMem
+
+    from flyasm import aiter_bwd
+    from flyasm.run import hip
+
+    class Recording(FakeHipMem):
+        def __init__(self):
+            super().__init__((0, 0, 0, 0))
+            self.seen = []
+
+        def hipModuleLaunchKernel(self, *a):
+            rc = FakeHip.hipModuleLaunchKernel(self, *a)
+            self.seen.append(dict(self.launched, dev={p: bytes(b) for p, b in self.dev.items()}))
+            return rc
+
+    fake = Recording()
+    rt = hip.HipRuntime(lib=fake)
+    q, k, v, out, lse, dout = _args(Hq=2, Hk=1, Sq=40, Sk=300)
+    bwd = sets[1]
+    res = aiter_bwd.backward(lambda **c: aiter_bwd.pack(bwd, **c), *(t.transpose(1, 2) for t in (q, k, v, out, dout)),
+                             lse, mask_type=1, atomic32=1, backend="hip", runtime=rt)
+    assert [(s["grid"], s["block"], len(s["kernarg"])) for s in fake.seen] == \
+        [(ln.grid, ln.block, len(ln.kernarg)) for ln in res["launches"]] and len(fake.seen) == 3
+    assert [len(s["kernarg"]) for s in fake.seen] == [256, 704, 192]
+    main = fake.seen[1]
+    fields = aiter_bwd.decode("dqdkdv", main["kernarg"])
+    host = {"ptr_q": q.transpose(1, 2), "ptr_k": k.transpose(1, 2), "ptr_lse": lse}
+    for name, t in host.items():                                  # the device buffer holds the tensor
+        ptr = fields[name]
+        base = max(b for b in main["dev"] if b <= ptr)
+        off = ptr - base
+        assert main["dev"][base][off:off + 64] == t.contiguous().view(torch.uint8).flatten()[:64].numpy().tobytes()
+    ws = res["pack"]["workspace"]
+    acc = main["dev"][fields["ptr_dq"]]
+    assert len(acc) >= ws["bytes"] and not any(acc[:ws["bytes"]])      # zero-filled workspace
+    assert fake.dev == {} and struct.unpack_from("<Q", main["kernarg"], 0)[0] == fields["ptr_dq"]
+    assert torch.isnan(res["dq"].float()).all()      # the fake ran nothing: dq is the poisoned copy-back

@@ -48,6 +48,14 @@ def as_numpy(x):
     return np.ascontiguousarray(x)
 
 
+def nbytes(x) -> int:
+    """Bytes of a tensor or array (a GPU tensor's without copying it to the host)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    return int(as_numpy(x).nbytes)
+
+
 def is_buffer(x) -> bool:
     if isinstance(x, np.ndarray):
         return True
@@ -155,7 +163,7 @@ def rebase_pointers(kernarg: bytes, buffers: dict, specs: list[ArgSpec] | None, 
             raise KernelError(f"buffers key {addr!r} is not a non-zero 64-bit address")
         if not is_buffer(v):
             raise KernelError(f"buffers[0x{int(addr):x}] is a {type(v).__name__}; give a tensor or array")
-        ranges.append((int(addr), int(as_numpy(v).nbytes), v))
+        ranges.append((int(addr), nbytes(v), v))
     ranges.sort(key=lambda r: r[0])
     for (a0, n0, _), (a1, _, _) in zip(ranges, ranges[1:]):
         if a0 + n0 > a1:
