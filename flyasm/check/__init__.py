@@ -2,6 +2,9 @@
 
 Everything works on a *program*: a list of `Instruction`s and label names (str), so builders,
 parsed .s files and disassembled code objects are checked alike.
+
+Bounds: each pass states its own (cfg.py, hazards.py, waitcnt.py, ldsaddr.py, fixes.py,
+separation.py); none walks paths: every one is a fixed point over blocks or a bounded scan.
 """
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ the .s parser and the code-object disassembler all reduce to it, so every check 
 three. Labels start blocks; `s_branch` ends one with a single successor, `s_cbranch_*` with
 the target and the fallthrough, `s_endpgm`/`s_setpc_b64` with none (an indirect jump leaves
 the function as far as a static check can see).
+
+Bounds (I items, B blocks, E edges): build_cfg O(I); reverse postorder and back edges one
+depth-first search each, O(B + E); per_text O(I).
 """
 from __future__ import annotations
 

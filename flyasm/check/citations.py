@@ -7,6 +7,8 @@ Row -> LLVM function follows the hazard table's "code" column (reference notes �
 transcribes GCNHazardRecognizer.cpp at ROCm/llvm-project 03a23131). ISA sections: §4.5 "Manually
 Inserted Wait States (NOPs)", Table 11; MFMA dependencies §7.6, Table 38; counters §4.4
 "Data Dependency Resolution".
+
+Bound: a table lookup per finding.
 """
 from __future__ import annotations
 

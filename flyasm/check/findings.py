@@ -35,8 +35,12 @@ class Site:
         parts.append(f"#{self.index}")
         return ", ".join(parts)
 
-    def describe(self) -> str:
+    @cached_property
+    def _described(self) -> str:
         return f"'{self.text}' ({self.where()})"
+
+    def describe(self) -> str:
+        return self._described
 
     def to_dict(self) -> dict:
         return {"index": self.index, "pc": self.pc, "text": self.text,

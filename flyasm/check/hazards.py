@@ -7,6 +7,14 @@ producer is the minimum over paths (we take the worst need over all paths). Stri
 only `s_nop` and VALU instructions, as the ISA text words it, and adds rows 26/30/31.
 
 Unlike LLVM (notes §4.3) the search is not cut at 19 wait states: a 16-pass XDL result needs 20.
+
+Bound: per consumer, its backward searches walk predecessor blocks until every rule's horizon
+(at most MAX_WAITS = 20 wait states) is passed; a (block, searches still open) state is walked
+again only with fewer wait states than before, so at most MAX_WAITS + 1 times. In verify mode
+every instruction is a wait state: a search ends within 21 instructions of the consumer on every
+path, O(21 × blocks within that reach) per consumer. In ISA mode only VALU and s_nop count, so a
+search may walk further, still each (block, open searches) at most 21 times. A soft clause is
+scanned back over its own instructions only. No slices of blocks are copied per consumer.
 """
 from __future__ import annotations
 
@@ -167,7 +175,8 @@ class HazardAnalysis:
             bid, pos, ws, pending = stack.pop()
             insts = cfg.blocks[bid].insts
             any_wanted, horizon = self._pending_state(pending, wanted, limit)
-            for j in reversed(insts[:pos]):
+            for q in range(pos - 1, -1, -1):          # no slice: a long block is not copied per consumer
+                j = insts[q]
                 done = ()
                 if prod_mask[j] & any_wanted:          # else no pending search can stop here
                     p = items[j]
@@ -215,7 +224,8 @@ class HazardAnalysis:
             return None
         insts = self.cfg.blocks[self.cfg.block_of[ci]].insts
         defs, uses, first = set(), set(), None
-        for j in reversed(insts[:insts.index(ci)]):
+        for q in range(self._pos[ci] - 1, -1, -1):
+            j = insts[q]
             p = self.items[j]
             pk = "smem" if p.unit == "SMEM" else "vmem" if p.unit in ("VMEM", "FLAT") else None
             if pk != kind or self.extra.get(j, 0) and j != ci:

@@ -3,6 +3,8 @@
 The text groups findings by the fix that clears them (fixes.py): one header per `s_waitcnt` or
 `s_nop` with the instruction to put it before, then its findings; a group of more than SHOWN
 lists the first ones and "and N more" unless verbose. No finding is printed twice.
+
+Bound: O(findings) text after group_fixes (fixes.py), which flyasm check runs once and passes in.
 """
 from __future__ import annotations
 

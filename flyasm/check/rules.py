@@ -9,6 +9,9 @@ the *nearest* producer that matches any rule of the group decides, and the first
 group (in table order) that matches it gives the distance. E.g. an MFMA accumulating into the
 exact tuple of the previous MFMA (row 4, 0 wait states) hides an older MFMA that wrote it.
 Wait-state counts with 0 are real entries: they end a search without a finding.
+
+Bound: each predicate looks at one instruction, O(operands); hazards.py asks them once per
+distinct instruction text.
 """
 from __future__ import annotations
 

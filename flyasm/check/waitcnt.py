@@ -30,9 +30,18 @@ The state at each block entry is the set of outstanding ops with, per op and cou
 and the most same-class ops issued after it over the paths (merge = union, min and max), and
 whether it is outstanding on every path or only some; a fixed point over the CFG carries loads
 around loop back edges.
+
+Bound: the fixed point runs blocks first in, first out, each queued once at a time. A block's
+entry state only grows: ops join it, and per op and counter `lo` only falls, `hi` only rises
+(saturating at the counter limit, 63 or 15) and `every` only clears, so it changes at most
+2·LIMIT + 2 times per op it holds: at most O(B × M × LIMIT) block runs for M memory ops, each
+step O(ops in flight). Measured on aiter's sample (80 objects): at most 43 runs of one block. The
+readers after a barrier are one forward scan per barrier with an LDS write in flight, to the
+next barrier on every path, each block once: O(I) per such barrier, cached.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from ..isa.instruction import Instruction
@@ -205,9 +214,11 @@ class WaitcntAnalysis:
     def run(self, report=None) -> None:
         cfg = self.cfg
         entry: dict[int, dict] = {0: {}} if cfg.blocks else {}
-        work = [0] if cfg.blocks else []
+        work = deque([0] if cfg.blocks else [])          # first in, first out; each block queued once
+        queued = set(work)
         while work:
-            bid = work.pop(0)
+            bid = work.popleft()
+            queued.discard(bid)
             st = entry[bid]
             for i in cfg.blocks[bid].insts:
                 st = self.step(st, i, self.items[i])
@@ -215,7 +226,8 @@ class WaitcntAnalysis:
                 new = _merge(entry[s], st) if s in entry else st
                 if s not in entry or new != entry[s]:
                     entry[s] = new
-                    if s not in work:
+                    if s not in queued:
+                        queued.add(s)
                         work.append(s)
         self.entry = entry
         if report is not None:
@@ -286,8 +298,18 @@ def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None
         return sites[i]
 
     def report(idx, ins, o: Op, afters, kind, regs, every=True):
+        lds_regs = any(r[0] == "lds" for r in regs)
+        if kind == "barrier":
+            rule = "lds_write_before_barrier"
+        elif lds_regs:
+            rule = "lds_dma_read" if kind == "raw" else "lds_dma_write"
+        else:
+            rule = f"{'vm' if 'vm' in o.counters else 'lgkm'}_{kind}"
+        key = (rule, idx, o.index)
+        if key in found:            # the first report of a (rule, consumer, producer) stands
+            return
         severity, note = "error", ""
-        if kind == "barrier" or any(r[0] == "lds" for r in regs):
+        if kind == "barrier" or lds_regs:
             rel, other = verdict(o, idx, kind)
             if rel == "disjoint":
                 return
@@ -311,24 +333,19 @@ def check_waitcnt(items: list, block=None, lds: LdsAddressAnalysis | None = None
         fix = f"s_waitcnt {ctr_txt}"
         prod, cons = site(o.index), site(idx)
         if kind == "barrier":
-            rule = "lds_write_before_barrier"
             msg = (f"{cons.describe()} is reached while {prod.describe()} may still be writing LDS that is "
                    f"read after the barrier{note}; put {fix} before the barrier")
-        elif any(r[0] == "lds" for r in regs):
-            rule = "lds_dma_read" if kind == "raw" else "lds_dma_write"
+        elif lds_regs:
             verb = "reads" if kind == "raw" else "writes"
             msg = (f"{cons.describe()} {verb} LDS that the DMA {prod.describe()} may still be writing{note}; "
                    f"put {fix} right before it")
         else:
             ctr = "vmcnt" if "vm" in o.counters else "lgkmcnt"
-            rule = f"{'vm' if ctr == 'vmcnt' else 'lgkm'}_{kind}"
             verb = "reads" if kind == "raw" else "overwrites"
             msg = (f"{cons.describe()} {verb} {_fmt_regs(regs)} that {prod.describe()} may still be writing "
                    f"({ctr} not waited); put {fix} right before it")
-        key = (rule, idx, o.index)
-        if key not in found:
-            need = min(n.values())
-            found[key] = Finding(rule, msg, cons, prod, min(afters.values()), need, fix, None, "waitcnt", severity)
+        found[key] = Finding(rule, msg, cons, prod, min(afters.values()), min(n.values()), fix, None, "waitcnt",
+                             severity)
 
     wa.run(report)
     return sorted(found.values(), key=lambda f: (f.consumer.index, f.producer.index))

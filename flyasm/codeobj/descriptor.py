@@ -3,6 +3,8 @@
 Layout and bit fields: llvm/llvm-project llvm/include/llvm/Support/AMDHSAKernelDescriptor.h
 (reference notes §5.1). gfx950 is GFX9 with gfx90a's unified VGPR/AGPR file (rsrc3 ACCUM_OFFSET,
 TG_SPLIT) and architected flat scratch (so no private_segment_buffer / flat_scratch_init user SGPRs).
+
+Bound: O(1) per descriptor (64 bytes).
 """
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ computed from its encoding, with a label; the symbol table cross-checks objdump'
 the instructions whose text does not give back their bytes an `Instruction.raw`, so the writer
 emits them as `.long` words. `disasm(co)` writes the whole module: all of .text (padding too),
 `.amdhsa_kernel` blocks reproducing every descriptor field, and the metadata as YAML.
+
+Bound: one llvm-objdump run and one llvm-mc batch per code object; parsing and rendering O(I).
 """
 from __future__ import annotations
 

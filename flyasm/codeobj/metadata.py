@@ -5,6 +5,8 @@ typed by what it looks like (int, then null/bool, then float, else string), so s
 like something else are written with the `!str` tag, and floats always carry a '.' or exponent.
 The small reader below covers the block YAML that LLVM and flyasm write (maps, `- ` sequences,
 flow sequences of scalars, `!tag`s, quoted strings), enough to get kernels and args back.
+
+Bound: O(size of the YAML / msgpack), one pass.
 """
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 pyelftools parses the ELF; the NT_AMDGPU_METADATA note (type 32, owner "AMDGPU") is msgpack.
 Anything malformed becomes a CodeObjectError with one sentence, never another exception.
+
+Bound: O(sections + symbols log symbols) and one copy of .text.
 """
 from __future__ import annotations
 

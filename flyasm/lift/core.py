@@ -3,6 +3,9 @@
     res = lift("fa.co", stem="fa_kernel")
     res.files        # {"fa_kernel.py": text, "fa_kernel_parts/part_00.py": text, ...}
     res.kernel       # the same Kernel, built in memory (what build() returns)
+
+Bound: O(I) around the parts (source.py: one llvm-objdump and one llvm-mc run; pywriter.py: one
+builder call per instruction; layout.py O(I log I)); writing the files O(I).
 """
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ instructions cut into functions of bounded size, so a 30k-instruction kernel sta
 Blocks start at labels and after branches/s_endpgm; a loop is [branch target, backward branch]
 when it nests properly with the other loops (crossing ones are left out: a region is a `with`).
 Regions the input already had (our own `.s` region comments) are kept instead, as a tree.
+
+Bound: O(I + (blocks + loops) log (blocks + loops)): loops and blocks are sorted once and nested
+with a stack of the open loops; the functions are cut in one pass over the tree.
 """
 from __future__ import annotations
 
@@ -49,30 +52,35 @@ def blocks_and_loops(stream: list[Instruction], labels: dict[str, int], pcs: lis
 
     starts = sorted(leaders)
     blocks = [Node(bname(s), s, starts[j + 1] if j + 1 < len(starts) else n, "block") for j, s in enumerate(starts)]
-    # Outer loops first; keep a loop only if it nests with those kept.
+    # Outer loops first; keep a loop only if it nests with those kept: sorted so, a kept loop
+    # that a later one crosses is the innermost kept loop still open at its start.
     kept: list[tuple[int, int, str]] = []
+    open_: list[tuple[int, int]] = []
     for lo, hi, lab in sorted(set(loops), key=lambda t: (t[0], -t[1])):
-        if any(lo < k_hi and k_lo < hi and not (k_lo <= lo and hi <= k_hi) for k_lo, k_hi, _ in kept):
-            continue
-        if any((lo, hi) == (k_lo, k_hi) for k_lo, k_hi, _ in kept):
+        while open_ and open_[-1][1] <= lo:
+            open_.pop()
+        if open_ and (open_[-1][1] < hi or open_[-1] == (lo, hi)):
             continue
         kept.append((lo, hi, lab))
+        open_.append((lo, hi))
     root = Node("", 0, n, "root")
-    for lo, hi, lab in kept:
-        name = lab if lab.startswith("loop_") else f"loop_{lab.lstrip('.')}"
-        _insert(root, Node(name, lo, hi, "loop"))
-    for b in blocks:
-        _insert(root, b)
+    loop_nodes = [Node(lab if lab.startswith("loop_") else f"loop_{lab.lstrip('.')}", lo, hi, "loop")
+                  for lo, hi, lab in kept]
+    _nest(root, loop_nodes + blocks)
     return root.children
 
 
-def _insert(parent: Node, node: Node) -> None:
-    for ch in parent.children:
-        if ch.kind != "block" and ch.start <= node.start and node.end <= ch.end and ch is not node:
-            _insert(ch, node)
-            return
-    parent.children.append(node)
-    parent.children.sort(key=lambda c: (c.start, -c.end))
+def _nest(root: Node, nodes: list[Node]) -> None:
+    """Each node into the innermost loop that holds it (a block with a loop's span goes inside
+    it), children in (start, -end) order. Kept loops nest and blocks never straddle a loop's
+    ends, so one pass in that order with a stack of the open loops does it: O(n log n)."""
+    stack: list[Node] = []
+    for node in sorted(nodes, key=lambda x: (x.start, -x.end, x.kind != "loop")):
+        while stack and not (stack[-1].start <= node.start and node.end <= stack[-1].end):
+            stack.pop()
+        (stack[-1] if stack else root).children.append(node)
+        if node.kind == "loop":
+            stack.append(node)
 
 
 def from_regions(stream: list[Instruction]) -> list[Node] | None:

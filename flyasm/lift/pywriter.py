@@ -4,6 +4,8 @@ build() that calls them in order inside their loop/block regions, and the foreig
 Each instruction becomes the builder call that gives back the same instruction (checked here by
 building it), or `k.raw(words, text)` when the builder or the text cannot give back its bytes.
 The same Kernel is built in memory alongside, so the caller can compare it with the original.
+
+Bound: one builder call and one encoding per instruction, O(I).
 """
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ merged (a tuple loaded as v[0:3] and used as part of an MFMA accumulator v[0:15]
 Single registers that no tuple covers stay unnamed (`v[5]`): naming every scalar would be noise.
 A region is named after the most telling role any of its operands plays, by the table's slot
 names and units (never by guessing from mnemonics), numbered in register order per role.
+
+Bound: O(operands log operands) to merge the tuples; RegionIndex.expr O(regions) once per
+distinct register (at most the 512 + 104 of the files).
 """
 from __future__ import annotations
 

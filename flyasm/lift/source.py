@@ -4,6 +4,8 @@ The instructions come from llvm-objdump (codeobj.disasm) with every encoding che
 those whose text does not give back their bytes keep `raw`. The words after the function's end
 (the toolchain's padding) become `code_end`. Labels are named after their role (`loop_0x1c`,
 `bb_0x40`), or keep the names a `.s` gave them.
+
+Bound: one llvm-objdump run and one llvm-mc batch over the kernel, then O(I).
 """
 from __future__ import annotations
 

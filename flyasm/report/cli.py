@@ -2,6 +2,8 @@
 
 Kept out of flyasm/cli.py so the report code stays in one folder; imports are lazy so
 `flyasm --help` does not load the tables.
+
+Bound: each command's is its module's (stats.py, diff.py, model.py, regmap.py).
 """
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ registers whose owner changed, and per region the registers added and removed.
 The instruction stream is compared in order too (difflib on instruction text, branch targets
 written as <label> since their names follow addresses): instructions removed, added, and moved
 (removed at one place and added with the same text at another).
+
+Bound: registers and mix O(I); the in-order comparison is difflib's SequenceMatcher on the
+instruction texts, O(I_a × I_b) in the worst case (near linear when the two kernels are alike,
+which is what a diff is for).
 """
 from __future__ import annotations
 

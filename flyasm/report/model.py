@@ -31,6 +31,9 @@ What is modelled, and every assumption:
    readiness carry over, memory queues do not (item 5). The second iteration's length is the
    steady-state iteration time. A program without loops is modelled once, straight through.
 7. Modelled MFMA utilisation = MFMA busy cycles / iteration cycles.
+
+Bound: one pass over the stream per modelled iteration (two for a loop), each waitcnt
+scanning the ops still in flight: O(I × ops in flight).
 """
 from __future__ import annotations
 

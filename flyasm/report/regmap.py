@@ -18,6 +18,9 @@ along the top only where they fit, axis numbers spaced by their width.
 The order is the stream order; live ranges do not follow loop back edges.
 `to_svg` gives a standalone SVG (the three views stacked; tooltips as <title>); `to_html` a
 self-contained page with VGPR/AGPR/SGPR tabs, zoom buttons, a legend and a hover box.
+
+Bound: live ranges one pass, O(I × registers per instruction); the picture O(ranges) plus the
+greedy lanes of regions and loops, O(spans × lanes).
 """
 from __future__ import annotations
 

@@ -23,6 +23,9 @@ Occupancy on gfx950 (waves per SIMD; a CU has 4 SIMDs):
   ``waves_per_simd = workgroups_per_cu * waves_per_wg / 4`` (an average over the 4 SIMDs).
   When only ``max_flat_workgroup_size`` is known (clang code objects) it is used and flagged.
 Not modelled: scratch, barrier slots and the workgroup-count limit per CU.
+
+Bound: one pass over the stream for the mix and the registers, O(I × registers per
+instruction), plus the mix of each region, block and loop body: O(I × region/loop depth).
 """
 from __future__ import annotations
 
