@@ -62,9 +62,17 @@ def test_corpus_smoke(tmp_path):
     (tree / "good" / "scale.co").write_bytes(assemble_kernel(mod.build()))
     (tree / "bad" / "junk.co").write_bytes(b"\x7fELF not really")
     js = tmp_path / "corpus.json"
-    out = _run(["benchmarks/corpus.py", str(tree), "--jobs", "2", "--json", str(js)])
+    out = _run(["benchmarks/corpus.py", str(tree), "--jobs", "2", "--json", str(js), "--repeat", "1"])
     assert "== good: 1 objects, 1 kernels" in out and "== bad: 1 objects, 0 kernels" in out
     assert "FAIL read       junk.co:" in out and "slowest check" in out
     rows = {Path(r["path"]).name: r for r in json.loads(js.read_text())["rows"]}
     assert all(rows["scale.co"]["ok"][t] for t in ("read", "disasm", "lift", "check", "stats", "emu-decode"))
     assert not rows["junk.co"]["ok"]["read"] and "ELF" in rows["junk.co"]["error"]["read"]
+    # the commands' CPU table: one run each on the one good kernel, which is then the slowest
+    cli = {t["tool"]: t for t in rows["scale.co"]["cli"]}
+    assert sorted(cli) == ["check", "disasm", "info", "lift", "stats"]
+    assert all(t["exit"] in (0, 1) and 0 < t["cpu_s"] < 60 for t in cli.values())
+    table = out[out.index("flyasm commands, CPU seconds"):]
+    for tool in cli:
+        line = next(x for x in table.splitlines() if x.split()[:1] == [tool])
+        assert line.split()[1] == "1" and line.rstrip().endswith("good/scale.co") and "FAILED" not in line
