@@ -5,8 +5,10 @@
 aiter's host code (flyasm/aiter_bwd.py ODO_ARGS, 256-byte kernargs) launches it on a grid
 (ceil(max_seqlen_q / 128), nhead_q, batch) of 256-thread workgroups; D goes into `d`, laid out as
 lse ([batch, nhead_q, seqlen_q] with the lse head/batch strides Hs_d, BAs_d; group mode [nhead_q,
-total_q]), one float32 per row at row * Seqs_d. head_dim is the kernel's D_v (aiter passes hdim_q in
-`head_dim`, 192 for its hd192/128 calls of the hd128 kernel, so the argument is not read).
+total_q]), one float32 per row at row * Seqs_d. The kernel's head_dim is the padded D_v aiter keys it by
+(64 or 128); the `head_dim` argument is hdim_q: below the kernel's, the columns past it are not part
+of O (aiter's padded-head-dim calls, e.g. 96 on the hd128 kernel: the lanes past it add nothing);
+above it (192 for aiter's hd192/128 calls of the hd128 kernel) O still has the kernel's D_v columns.
 
 One workgroup = 4 waves = 128 rows, 32 per wave. A row of O (D_v elements of 2 bytes) is
 `LANES_PER_ROW` lanes of 16 bytes, so one buffer_load_dwordx4 moves `64 / LANES_PER_ROW` rows:
@@ -26,7 +28,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from flyasm import Kernel, exec_, s, v
+from flyasm import Kernel, exec_, s, v, vcc
 from flyasm.aiter_bwd import ODO_ARGS
 from flyasm.isa.operands import Special
 from flyasm.plan import RegisterPlan
@@ -51,7 +53,7 @@ DTYPES = ("bf16", "fp16")
 #  sys, rows   s[0:11]       kernarg pointer, workgroup ids; tile rows and sequence bounds (fa_bwd_rows)
 #  args        s[12:33]      kernel arguments
 #  rsrc        s[36:47]      V#s of O, dO, D
-#  misc        s[48:51]      wave, load row stride (rows per load x Seqs), saved exec
+#  misc        s[48:53]      wave, load row strides (rows per load x Seqs), saved exec
 PLAN = dict(regions={
     "ids": v[0:3], "voff": v[4:7], "o": v[8:39], "do": v[40:71], "unpack": v[72:75], "acc": v[76:91],
     "sys": R.SYS, "rows": R.ROW_SGPRS, "args": s[12:33], "rsrc": s[36:47], "misc": s[48:53]}, strict=True)
@@ -63,7 +65,7 @@ WAVE, STEP_O, STEP_DO, STEP_D = s[48], s[49], s[50], s[51]
 SAVED_EXEC = s[52:53]
 ARG_SGPR = {"ptr_o": s[12:13], "ptr_do": s[14:15], "ptr_d": s[16:17], "Hs_o": s[18], "BAs_o": s[19],
             "Seqs_o": s[20], "Hs_do": s[21], "BAs_do": s[22], "Seqs_do": s[23], "Hs_d": s[24], "BAs_d": s[25],
-            "Seqs_d": s[26], "seqlen_q": s[27]}
+            "Seqs_d": s[26], "seqlen_q": s[27], "head_dim": s[32]}
 GROUP_SGPR = {"ptr_qseq": s[28:29], "ptr_qseq_padded": s[30:31]}
 # the DPP steps that sum a row's lanes: pairs, quads, halves of 8, halves of 16
 REDUCE = ({"quad_perm": [1, 0, 3, 2]}, {"quad_perm": [2, 3, 0, 1]}, {"row_half_mirror": True},
@@ -102,7 +104,11 @@ def build(dtype: str = "bf16", head_dim: int = 128, group: bool = False) -> Kern
         rt.rsrc(RS_DO, A["ptr_do"], A["Hs_do"], A["BAs_do"], A["Seqs_do"])
         rt.rsrc(RS_D, A["ptr_d"], A["Hs_d"], A["BAs_d"], A["Seqs_d"])
         rt.lane_rows(WAVE, LANE, COL, VT, lanes, TILE_ROWS // WAVES)   # VT: the lane's row
-        k.v_lshlrev_b32(COL, 4, COL)                               # ... and its byte column
+        # vcc: the lane's 8 columns are O's (padded head dims: columns >= head_dim add nothing)
+        k.s_min_u32(A["head_dim"], A["head_dim"], head_dim)
+        k.v_lshlrev_b32(COL, 3, COL)
+        k.v_cmp_gt_u32(vcc, A["head_dim"], COL)
+        k.v_lshlrev_b32(COL, 1, COL)                               # ... and its byte column
         k.v_mul_lo_u32(VOFF_O, VT, A["Seqs_o"])
         k.v_add_u32(VOFF_O, VOFF_O, COL)
         k.v_mul_lo_u32(VOFF_DO, VT, A["Seqs_do"])
@@ -112,12 +118,14 @@ def build(dtype: str = "bf16", head_dim: int = 128, group: bool = False) -> Kern
             k.s_mul_i32(step, stride, rpl)                       # bytes between the rows of two loads
 
     with k.region("load", expect={"vmem_load": 2 * loads}):
+        k.s_and_saveexec_b64(SAVED_EXEC, vcc)                    # no reads past head_dim (past O's rows)
         for i in range(loads):
             k.buffer_load_dwordx4(O[4 * i:4 * i + 3], VOFF_O, RS_O, 0, offen=True)
             k.buffer_load_dwordx4(DO[4 * i:4 * i + 3], VOFF_DO, RS_DO, 0, offen=True)
             if i + 1 < loads:
                 k.v_add_u32(VOFF_O, STEP_O, VOFF_O)
                 k.v_add_u32(VOFF_DO, STEP_DO, VOFF_DO)
+        k.s_mov_b64(exec_, SAVED_EXEC)
 
     with k.region("multiply", expect={"waitcnt": loads}):
         for i in range(loads):
@@ -131,6 +139,7 @@ def build(dtype: str = "bf16", head_dim: int = 128, group: bool = False) -> Kern
                 k.v_pk_fma_f32(pair, UNPACK_O, UNPACK_DO, pair)
         for i in range(loads):
             k.v_add_f32(ACC[i], ACC[2 * i], ACC[2 * i + 1])       # row sums packed into acc[0:loads]
+            k.v_cndmask_b32(ACC[i], 0, ACC[i], vcc)               # 0 from the lanes past head_dim (not loaded)
 
     steps = REDUCE[:lanes.bit_length() - 1]                      # log2(lanes per row) steps
     with k.region("reduce", expect={"valu": loads * len(steps)}):

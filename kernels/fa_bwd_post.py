@@ -13,7 +13,8 @@ dQ/dK/dV kernel, on a grid (ceil(max_seqlen_q / 64), nhead_q, batch) of 256-thre
     row-major order (the team's layout for our a16 dQ/dK/dV kernels; aiter's own a16 kernels keep
     16-row blocks of MFMA fragments there instead). A copy: one kernel serves bf16 and fp16, as
     aiter's manifest has only bf16 dq_shuffle rows and its lookup uses them for fp16 too.
-dQ is written with the dq strides (Hs_dq, BAs_dq, Seqs_dq; group mode rows at the physical start).
+dQ is written with the dq strides (Hs_dq, BAs_dq, Seqs_dq; group mode rows at the physical start), its
+`head_dim` (hdim_q) columns only: aiter sends padded head dims (e.g. 96) to the hd128 kernels.
 
 One workgroup = 4 waves = 64 rows, 16 per wave. A dQ row (D elements of 2 bytes) is
 `LANES_PER_ROW` lanes of 16 bytes, so one store moves `64 / LANES_PER_ROW` rows; a lane reads the
@@ -28,7 +29,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from flyasm import Kernel, s, v
+from flyasm import Kernel, exec_, s, v, vcc
 from flyasm.aiter_bwd import POST_ARGS
 from flyasm.plan import RegisterPlan
 
@@ -57,10 +58,12 @@ PLAN = dict(regions={
     "sys": R.SYS, "rows": R.ROW_SGPRS, "args": s[12:29], "rsrc": s[32:39], "misc": s[40:42]}, strict=True)
 LANE, COL, VT = v[1], v[2], v[3]
 VOFF_ACC, VOFF_DQ = v[4], v[5]
+VT_COL = VOFF_DQ                 # the lane's first column, before VOFF_DQ is set
 RS_ACC, RS_DQ = s[32:35], s[36:39]
 WAVE, STEP_ACC, STEP_DQ = s[40], s[41], s[42]
 ARG_SGPR = {"ptr_dq_acc": s[12:13], "ptr_dq": s[14:15], "Hs_dq_acc": s[16], "BAs_dq_acc": s[17],
-            "Seqs_dq_acc": s[18], "Hs_dq": s[19], "BAs_dq": s[20], "Seqs_dq": s[21], "seqlen_q": s[22]}
+            "Seqs_dq_acc": s[18], "Hs_dq": s[19], "BAs_dq": s[20], "Seqs_dq": s[21], "seqlen_q": s[22],
+            "head_dim": s[23]}
 GROUP_SGPR = {"ptr_qseq": s[24:25], "ptr_qseq_padded": s[26:27]}
 
 
@@ -102,6 +105,10 @@ def build(kind: str = "convert", dtype: str = "bf16", head_dim: int = 128, group
         rt.rsrc(RS_ACC, A["ptr_dq_acc"], A["Hs_dq_acc"], A["BAs_dq_acc"], A["Seqs_dq_acc"], first_row=ws_row)
         rt.rsrc(RS_DQ, A["ptr_dq"], A["Hs_dq"], A["BAs_dq"], A["Seqs_dq"])
         rt.lane_rows(WAVE, LANE, COL, VT, lanes, TILE_ROWS // WAVES)   # VT: the lane's row
+        # only the lanes whose 8 columns are dQ's run on (padded head dims: no columns past head_dim)
+        k.v_lshlrev_b32(VT_COL, 3, COL)
+        k.v_cmp_gt_u32(vcc, A["head_dim"], VT_COL)
+        k.s_and_b64(exec_, exec_, vcc)
         k.v_mul_lo_u32(VOFF_DQ, VT, A["Seqs_dq"])
         k.v_mul_lo_u32(VOFF_ACC, VT, A["Seqs_dq_acc"])
         k.v_lshlrev_b32(VT, 4, COL)                               # 8 elements of 2 bytes

@@ -66,9 +66,11 @@ def build(stage, **params):
 
 def manifest_row(stage, dtype, group, head_dim=128, kind=None, mask=0, atomic32=True):
     if stage == "main":
-        # pssk = pddv = 1: aiter's hd128 rows (the host takes a row with both flags >= the call's)
+        # pssk 1: any lengths. pddv 0: fa_bwd takes head dim 128 exactly; with pddv 1 aiter's host would
+        # send it padded head dims (hdim 96 ..) too, and its dQ atomics would land past the workspace.
+        # (The pre and post kernels take padded head dims: tests/test_fa_bwd_prepost.py.)
         name = fa_bwd.build_name(dtype, mask, atomic32, group)
-        return dict(dtype=dtype, hdim_q=128, hdim_v=128, mask=mask, atomic32=int(atomic32), pssk=1, pddv=1,
+        return dict(dtype=dtype, hdim_q=128, hdim_v=128, mask=mask, atomic32=int(atomic32), pssk=1, pddv=0,
                     mode=int(group), bf16_cvt=3, ts_qo=fa_bwd.L.BLOCK_Q, ts=fa_bwd.L.BLOCK_KV, knl_name=name,
                     co_name=f"{name}.co", manifest=DQDKDV)
     if stage == "pre":
