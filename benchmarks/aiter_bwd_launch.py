@@ -22,6 +22,8 @@ import numpy as np
 
 import aiter_launch as AL
 
+from flyasm.perf.capture import HOST_BASE
+
 TRACE_SEQLEN = 1024
 TILE_K = 256              # dq/dk/dv key tile of hd128 (drop_in_bwd's README: ts 256)
 
@@ -34,7 +36,8 @@ def _call(row: dict, B: int, Hq: int, Hk: int, Sq: int, Sk: int, **ptrs) -> dict
 
 
 def row_call(row: dict, idx: dict | None = None) -> dict:
-    """{"launches": [perf.predict inputs per launch, in order], "flops", "group"} for one measured
+    """{"launches": [perf.predict inputs per launch, in order], "flops", "group", "shape" (the row's
+    problem without its accumulation mode: a16 and a32 of one shape share it)} for one measured
     backward row (batch mode). Raises LookupError when aiter would launch nothing for it."""
     if int(row.get("mode") or 0):
         raise LookupError("group-mode backward rows are not priced yet (the recorded call is batch mode)")
@@ -44,7 +47,7 @@ def row_call(row: dict, idx: dict | None = None) -> dict:
     esz = 2
     S0q, S0k = min(Sq, TRACE_SEQLEN), min(Sk, TRACE_SEQLEN)
     full = _call(row, B, Hq, Hk, Sq, Sk)
-    small = _call(row, 1, 1, 1, S0q, S0k, workspace=AL.HOST_BASE)
+    small = _call(row, 1, 1, 1, S0q, S0k, workspace=HOST_BASE)
     ws = small["workspace"]
     bufs: dict = {n: S0q * dq * esz for n in ("q", "o", "do", "dq")}
     bufs.update({n: S0k * d * esz for n, d in (("k", dq), ("v", dv), ("dk", dq), ("dv", dv))})
@@ -77,4 +80,5 @@ def row_call(row: dict, idx: dict | None = None) -> dict:
                              loop_scale=loop if ln.stage == "dqdkdv" else 1.0, dram_bytes=dram[ln.stage],
                              stage=ln.stage))
     flops = 2.0 * B * Hq * Sq * Sk * (3 * dq + 2 * dv) * (0.5 if causal else 1.0)
-    return dict(launches=launches, flops=flops, group=f"s{Sq}")
+    shape = f"bwd b{B} h{Hq}/{Hk} s{Sq}/{Sk} d{dq}/{dv} mask{int(row['mask'])} {row.get('dtype') or 'bf16'}"
+    return dict(launches=launches, flops=flops, group=f"s{Sq}", shape=shape)

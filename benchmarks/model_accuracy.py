@@ -1,7 +1,7 @@
 """How well does `flyasm perf` predict measured kernel times?
 
     python3 benchmarks/model_accuracy.py DIR_OR_CSV [...] [--co-dir DIR ...] [--no-fit] [--keep-going]
-                                         [--write-params] [--limit N] [--limit-table STEM=N]
+                                         [--write-params] [--limit N] [--limit-table STEM=N] [--set NAME=VALUE]
 
 Reads measured tables (benchmarks/measured.py: aiter's GEMM tuning tables and attention tables,
 FlyDSL's attention table with its author and run columns, any mix of authors in one table, aiter's
@@ -14,7 +14,8 @@ emulator streams of sampled workgroups -> CU model -> dispatch over 256 CUs).
 Without --no-fit it fits the few free constants (perf.params.FITTED) on the rows, one set for all
 tables, and prints, for
   * training (fit on every row),
-  * held out (fit on even rows, score odd rows, and the reverse),
+  * held out (fit on even rows, score odd rows, and the reverse; a backward table's rows count by
+    shape: a16 and a32 of one shape fall in the same half, so each half holds both modes),
   * attention cross-validation over seqlen (for each seqlen: fit on every other row, score its rows):
 median and p90 of |pred - meas| / meas and the Spearman rank correlation per table, per author and
 overall, and the five worst rows. With --no-fit it refits nothing: the rows are scored with the
@@ -156,7 +157,8 @@ def simulate_all(entries, idx, base, keep_going: bool):
                               tuple((c, d, a) for c, a, d in rest)))
             who = MR.author(r)
             kname = str(r.get("co_name") or r.get("kernelName") or name).removesuffix(".co")
-            meta.append(dict(author=who, run=r.get("run") or "", flops=call["flops"], label=f"{who} {kname}"))
+            meta.append(dict(author=who, run=r.get("run") or "", flops=call["flops"], label=f"{who} {kname}",
+                             shape=call.get("shape") or name))
             print(f"  [{time.time() - t0:6.0f} s] {name}: {' + '.join(str(c) for c, _, _ in parts)} cycles",
                   file=sys.stderr, flush=True)
             ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
@@ -177,6 +179,9 @@ def main(argv=None) -> int:
     ap.add_argument("--keep-going", action="store_true",
                     help="try every row, list all that cannot be predicted (still exit 1)")
     ap.add_argument("--write-params", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="simulate with this constant of perf.params changed (e.g. a scan of a simulated, "
+                         "fitted constant such as l2_atomic_dwords_per_clk; the run says so)")
     ap.add_argument("--limit", type=int, default=0, help="first N rows of each table only (smoke runs)")
     ap.add_argument("--limit-table", action="append", default=[], metavar="STEM=N",
                     help="first N rows of the table with this file stem only (the run says so)")
@@ -197,6 +202,17 @@ def main(argv=None) -> int:
         print("no measured rows found in " + ", ".join(a.tables), file=sys.stderr)
         return 2
     base = P.load()
+    for item in a.set:
+        name, _, value = item.partition("=")
+        if name not in P.Params.__dataclass_fields__ or name in P.FITTED:
+            ap.error(f"--set {item}: {name!r} is not a simulated constant of perf.params.Params")
+        try:
+            base = base.with_(**{name: type(getattr(base, name) if getattr(base, name) is not None else 0.0)(value)})
+        except ValueError:
+            ap.error(f"--set {item}: {value!r} is not a value of {name}")
+        print(f"note: simulated with {name} = {getattr(base, name)} (--set)")
+    if a.set and a.write_params:
+        ap.error("--write-params stores the fit of params.json's constants; it does not store --set values")
     rows, meta, failed = simulate_all(entries, idx, base, a.keep_going)
     if failed and not a.keep_going:
         return 1
@@ -223,13 +239,15 @@ def fit_reports(rows, meta, base, a) -> None:
     train = C.predict_us(rows, fitted)
     report("training: fit on all rows, scored on the same rows", rows, train, meta)
     pred = np.zeros(len(rows))
+    order = {k: i for i, k in enumerate(dict.fromkeys(m["shape"] for m in meta))}
+    half_of = [order[m["shape"]] % 2 for m in meta]           # rows of one shape (a16/a32) share a half
     for half in (0, 1):
-        part = [r for i, r in enumerate(rows) if i % 2 == half]
+        part = [r for r, h in zip(rows, half_of) if h == half]
         pf = C.fit(part, base)
         for i, r in enumerate(rows):
-            if i % 2 != half:
+            if half_of[i] != half:
                 pred[i] = C.predict_us([r], pf)[0]
-    report("held out: fit on even rows -> score odd rows, and the reverse", rows, pred, meta)
+    report("held out: fit on even rows (shapes) -> score odd ones, and the reverse", rows, pred, meta)
     groups = sorted({r.group for r in rows if r.group})
     if len(groups) >= 2:
         att = [i for i, r in enumerate(rows) if r.group]

@@ -391,3 +391,65 @@ def test_a_calls_launches_each_pay_their_price_and_one_launch_overhead():
     call = C.Row("call", "t", *parts[0][:2], 1.0, active=parts[0][2], extra=tuple(parts[1:]))
     assert C.predict_us([call], p)[0] == pytest.approx(sum(alone))
     assert alone[2] == pytest.approx(2e9 / (p.hbm_tb_s * 1e6 * p.hbm_efficiency) + 4.0)
+
+
+def _atomic_kernel(n: int, op: str = "global_atomic_add_f32"):
+    """n accesses of 64 lanes x 4 bytes, each into its own two 128-byte lines, then vmcnt(0)."""
+    k = Kernel("atom", block=64)
+    out = k.arg("out", "ptr")
+    k.s_load_dwordx2(s[4:5], k.kernarg_ptr, out.offset)
+    k.v_lshlrev_b32(v[1], 2, k.workitem_id)
+    k.v_mov_b32(v[2], 1.0)
+    k.s_waitcnt(lgkmcnt=0)
+    for i in range(n):
+        getattr(k, op)(v[1], v[2], s[4:5], offset=256 * i)
+    k.s_waitcnt(vmcnt=0)
+    k.s_endpgm()
+    return k.build().co
+
+
+def _atomic_args(n: int):
+    return dict(kernarg=lambda a: a["out"].to_bytes(8, "little"), buffers={"out": 256 * n})
+
+
+@pytest.mark.parametrize("op", ["global_atomic_add_f32", "global_atomic_pk_add_bf16"])
+def test_atomics_queue_for_the_cus_share_of_the_l2_atomic_rate(op):
+    """8 atomics of 64 lanes x 1 dword issue a turn apart (4 cycles), each holding the memory port 4
+    cycles (2 lines x 128 B at 64 B/clk). At a share of 1 dword read-modify-write per cycle the L2
+    performs one in 64 cycles, so the last completes 4 + 8 x 64 cycles after the first issue instead
+    of 8 x 4 (the port's pace): the wave ends 60 x 8 + 4 cycles later (every time here is a turn of
+    SIMD 0, vmem_latency 800). At 16 dwords per cycle the L2 keeps the port's pace and only the last
+    atomic's 4 cycles of L2 work add to its latency. fp32 adds and packed bf16 pairs alike: one dword
+    per lane. A store of the same bytes is not an atomic and never waits for the L2's atomic rate."""
+    n = 8
+    co = _atomic_kernel(n, op)
+    tr = capture(co, 1, 64, cache=False, **_atomic_args(n))
+    prog = load_program(co)
+
+    def cycles(rate, p=PARAMS):
+        p = p.with_(cu_atomic_dwords_per_clk=rate)
+        return simulate(prog, Static.of(prog, p), [tr.waves], [[0]], p).cycles
+    assert cycles(1.0) - cycles(1e9) == 60 * n + 4
+    assert cycles(4.0) - cycles(1e9) == 4 + n * 16 - 4 * n          # 16 cycles each: still the bound
+    assert cycles(16.0) - cycles(1e9) == 4       # 4 cycles each, the port's pace: only the last one's work
+    st = _atomic_kernel(n, "global_store_dword")
+    trs = capture(st, 1, 64, cache=False, **_atomic_args(n))
+    ps = load_program(st)
+    p = PARAMS.with_(cu_atomic_dwords_per_clk=1.0)
+    assert simulate(ps, Static.of(ps, p), [trs.waves], [[0]], p).cycles == cycles(1e9)
+
+
+def test_a_cus_share_of_the_atomic_rate_is_the_device_rate_over_the_busy_cus():
+    """l2_atomic_dwords_per_clk = 256: one workgroup alone has the whole rate (its atomics go at the
+    port's pace), 128 on 128 CUs have 2 dwords per cycle each (32 cycles an atomic), 256 on every CU
+    1 (64 cycles): 28 n + 4 and 60 n + 4 cycles more than alone (the test above's arithmetic)."""
+    from flyasm.perf.model import predict
+    n = 8
+    co = _atomic_kernel(n)
+    p = PARAMS.with_(l2_atomic_dwords_per_clk=256.0, launch_us=0.0)
+
+    def cycles(grid):
+        return predict(co, grid, 64, params=p, dram_bytes=0, trace_grid=1, **_atomic_args(n)).cycles
+    alone = cycles(1)
+    assert cycles(128) - alone == 28 * n + 4
+    assert cycles(256) - alone == 60 * n + 4

@@ -27,6 +27,11 @@ is re-queued (lazy list scheduling). Facts and assumptions (every number is in p
 * VMEM (and LDS-DMA): an access holds the CU's memory port for its 128-byte lines x 128 / bytes per
   cycle of the CU's share of the device (params), completes vmem_latency later; vmcnt returns in
   order. SMEM completes smem_latency after issue (lgkmcnt(0) covers it).
+* Atomics (buffer/global_atomic_*: read-modify-writes bypass the L1 and are performed at the L2, ROCm
+  Compute Profiler's vL1D "L1-L2 Atomics" and LLVM AMDGPUUsage): after the port, a CU's atomics queue
+  for its share of the L2s' atomic rate (params.l2_atomic_dwords_per_clk over the CUs the launch keeps
+  busy; one dword read-modify-write per active lane and dword), and complete vmem_latency after the
+  L2 has performed them.
 * s_barrier releases all waves of the workgroup one cycle after the last arrives.
 """
 from __future__ import annotations
@@ -70,6 +75,7 @@ class Static:
     wait: list             # s_waitcnt: (vm, lgkm) or None
     nops: list
     prio: list
+    atomic: list           # a VMEM read-modify-write (performed at the L2)
 
     @staticmethod
     def depends_on(p) -> tuple:
@@ -78,7 +84,7 @@ class Static:
 
     @classmethod
     def of(cls, program, p) -> "Static":
-        st = cls([], [], [], [], [], [], [], [], [])
+        st = cls([], [], [], [], [], [], [], [], [], [])
         for inst in program.insts:
             k = KINDS.get(classify(inst), "salu")
             st.kind.append(k)
@@ -106,6 +112,7 @@ class Static:
             if k == "setprio":
                 pr = next((op.value for op in inst.operands if isinstance(op, Imm)), 0)
             st.prio.append(int(pr))
+            st.atomic.append(k == "vmem" and inst.info.get("mem") == "atomic")
         return st
 
 
@@ -153,14 +160,16 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             ids.append(w.wid)
             waves.append(w)
         wg_waves.append(ids)
-    K, ISS, PAS, RD, WR, CH, WT, NOP, PR = (static.kind, static.issue, static.passes, static.reads, static.writes,
-                                             static.chain_c, static.wait, static.nops, static.prio)
+    K, ISS, PAS, RD, WR, CH, WT, NOP, PR, AT = (static.kind, static.issue, static.passes, static.reads, static.writes,
+                                                 static.chain_c, static.wait, static.nops, static.prio, static.atomic)
     nsimd = 4
     turn = p.issue_turn
     port = [{"mfma": 0, "valu": 0, "salu": 0, "branch": 0} for _ in range(nsimd)]
     lds_free = 0
     vm_free = 0.0
     vm_cyc_per_byte = 1.0 / p.cu_bytes_per_clk
+    at_free = 0.0                    # when the L2s finish this CU's atomics issued so far
+    at_cyc_per_dword = 1.0 / (p.cu_atomic_dwords_per_clk or p.l2_atomic_dwords_per_clk / p.n_cu)
     busy = [{"mfma": 0, "valu": 0} for _ in range(nsimd)]
     stalls: dict = {}
     bar_arrived: dict = {}
@@ -266,6 +275,9 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             nbytes = int(w.lines[w.i]) * 128
             vm_free = max(vm_free, t) + nbytes * vm_cyc_per_byte
             done = int(vm_free) + p.vmem_latency
+            if AT[i]:                    # the L2 performs it: the CU's share of the atomic units' rate
+                at_free = max(at_free, vm_free) + int(w.cost[w.i]) / 4 * at_cyc_per_dword
+                done = max(done, int(at_free) + p.vmem_latency)
             if w.vm and w.vm[-1] > done:
                 done = w.vm[-1]
             w.vm.append(done)

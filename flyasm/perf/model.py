@@ -180,7 +180,8 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
     n_wg = g[0] * g[1] * g[2]
     resident = max(1, min(occupancy_of(co, prog.name, threads), math.ceil(n_wg / p.n_cu)))
     active_cu = min(p.n_cu, n_wg)
-    pc = p.with_(cu_bytes_per_clk=min(p.cu_bytes_per_clk, p.l2_hit_bytes_per_clk / active_cu))
+    pc = p.with_(cu_bytes_per_clk=min(p.cu_bytes_per_clk, p.l2_hit_bytes_per_clk / active_cu),
+                 cu_atomic_dwords_per_clk=p.l2_atomic_dwords_per_clk / active_cu)
     ax = tile_axis
     key = (tr.key or id(tr), tuple(samples), loop_scale if not callable(loop_scale) else
            tuple(loop_scale(wg[ax] / max(tg[ax] - 1, 1)) for wg in samples), resident, pc)

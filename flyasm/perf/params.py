@@ -43,6 +43,13 @@ class Params:
     # ---- fitted -----------------------------------------------------------------------------
     vmem_latency: int = 800         # VMEM issue to data at no load (cycles; ~330 ns, HBM-miss order)
     cu_bytes_per_clk: float = 64.0  # one CU's vector-memory port (64 B/clk, the GCN/CDNA L1 fill rate)
+    # dword read-modify-writes per cycle the device's L2s perform for VMEM atomics (they bypass the L1:
+    # LLVM AMDGPUUsage; atomic requests go from the vL1D to the L2: ROCm Compute Profiler), shared by
+    # every busy CU: 8 XCDs x 16 L2 channels (CDNA3 white paper; assumed for CDNA4) at a rate per
+    # channel that is fitted (192 = 1.5 dwords per channel per cycle): aiter's fp32-atomic attention
+    # backward and its split-K GEMMs' atomic epilogues (benchmarks/model_accuracy.md)
+    l2_atomic_dwords_per_clk: float = 192.0
+    cu_atomic_dwords_per_clk: float | None = None   # one CU's share; None: every CU busy (model sets it)
     # ---- fitted (perf.calibrate) ------------------------------------------------------------
     launch_us: float = 3.0          # launch + first-wave + last-write overhead of one dispatch
     clock_derate: float = 1.0       # sustained / peak clock with every CU busy (power management)
