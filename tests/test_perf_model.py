@@ -420,16 +420,24 @@ def test_atomics_queue_for_the_cus_share_of_the_l2_atomic_rate(op):
     of 8 x 4 (the port's pace): the wave ends 60 x 8 + 4 cycles later (every time here is a turn of
     SIMD 0, vmem_latency 800). At 16 dwords per cycle the L2 keeps the port's pace and only the last
     atomic's 4 cycles of L2 work add to its latency. fp32 adds and packed bf16 pairs alike: one dword
-    per lane. A store of the same bytes is not an atomic and never waits for the L2's atomic rate."""
+    per lane. A store of the same bytes is not an atomic and never waits for the L2's atomic rate. The
+    final wait's stall is the atomic queue's when it bounds it, the memory's otherwise."""
     n = 8
     co = _atomic_kernel(n, op)
     tr = capture(co, 1, 64, cache=False, **_atomic_args(n))
     prog = load_program(co)
 
-    def cycles(rate, p=PARAMS):
+    def run(rate, p=PARAMS):
         p = p.with_(cu_atomic_dwords_per_clk=rate)
-        return simulate(prog, Static.of(prog, p), [tr.waves], [[0]], p).cycles
+        return simulate(prog, Static.of(prog, p), [tr.waves], [[0]], p)
+
+    def cycles(rate):
+        return run(rate).cycles
     assert cycles(1.0) - cycles(1e9) == 60 * n + 4
+    wait = next(i for i, ins in enumerate(prog.insts) if ins.name == "s_waitcnt" and "vmcnt" in ins.text())
+    bound, free = run(1.0).stalls[wait], run(1e9).stalls[wait]      # the stall table says which it was
+    assert bound["atomic"] > 0 and bound["vmcnt"] == 0
+    assert free["vmcnt"] > 0 and free["atomic"] == 0
     assert cycles(4.0) - cycles(1e9) == 4 + n * 16 - 4 * n          # 16 cycles each: still the bound
     assert cycles(16.0) - cycles(1e9) == 4       # 4 cycles each, the port's pace: only the last one's work
     st = _atomic_kernel(n, "global_store_dword")

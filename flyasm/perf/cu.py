@@ -47,7 +47,7 @@ KINDS = {"mfma": "mfma", "valu": "valu", "trans": "trans", "salu": "salu", "smem
          "ds_write": "ds", "ds_atomic": "ds", "vmem_load": "vmem", "vmem_store": "vmem", "vmem_atomic": "vmem",
          "lds_dma": "vmem", "flat": "vmem", "s_waitcnt": "waitcnt", "s_nop": "nop", "s_barrier": "barrier",
          "s_setprio": "setprio", "branch": "branch", "s_endpgm": "endpgm", "other": "salu"}
-CAUSES = ("dependency", "vmcnt", "lgkmcnt", "barrier", "mfma_busy", "valu_busy", "lds_busy", "vmem_busy",
+CAUSES = ("dependency", "vmcnt", "atomic", "lgkmcnt", "barrier", "mfma_busy", "valu_busy", "lds_busy", "vmem_busy",
           "issue", "nop")
 
 
@@ -130,6 +130,7 @@ class Wave:
     prio: int = 0
     ready: dict = field(default_factory=dict)
     vm: list = field(default_factory=list)        # completion cycles, in issue order
+    vm_at: list = field(default_factory=list)     # per vm entry: its completion is the L2's atomic queue
     lgkm: list = field(default_factory=list)      # (completion, is_smem)
     done: bool = False
     end: int = 0
@@ -193,7 +194,7 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             if len(q) > vmn:
                 tq = q[len(q) - vmn - 1]
                 if tq > t:
-                    t, cause = tq, "vmcnt"
+                    t, cause = tq, "atomic" if w.vm_at[len(q) - vmn - 1] else "vmcnt"
             q = w.lgkm
             if q:
                 need = q if lgn == 0 else q[:max(0, len(q) - lgn)]
@@ -275,12 +276,15 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             nbytes = int(w.lines[w.i]) * 128
             vm_free = max(vm_free, t) + nbytes * vm_cyc_per_byte
             done = int(vm_free) + p.vmem_latency
+            by_atomics = False
             if AT[i]:                    # the L2 performs it: the CU's share of the atomic units' rate
                 at_free = max(at_free, vm_free) + int(w.cost[w.i]) / 4 * at_cyc_per_dword
-                done = max(done, int(at_free) + p.vmem_latency)
+                if int(at_free) + p.vmem_latency > done:
+                    done, by_atomics = int(at_free) + p.vmem_latency, True
             if w.vm and w.vm[-1] > done:
-                done = w.vm[-1]
+                done, by_atomics = w.vm[-1], w.vm_at[-1]
             w.vm.append(done)
+            w.vm_at.append(by_atomics)
             w.drain = max(w.drain, done)
         elif k == "smem":
             w.lgkm.append((t + p.smem_latency, True))
@@ -289,6 +293,7 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             vmn, lgn = WT[i]
             if len(w.vm) > vmn:
                 del w.vm[:len(w.vm) - vmn]
+                del w.vm_at[:len(w.vm_at) - vmn]
             if w.lgkm:
                 w.lgkm = [] if lgn == 0 else [e for e in w.lgkm[max(0, len(w.lgkm) - lgn):]]
         elif k == "nop":
