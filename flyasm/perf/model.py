@@ -180,18 +180,19 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
     n_wg = g[0] * g[1] * g[2]
     resident = max(1, min(occupancy_of(co, prog.name, threads), math.ceil(n_wg / p.n_cu)))
     active_cu = min(p.n_cu, n_wg)
+    static = prog.__dict__.get("_perf_static")
+    if static is None or static[0] != Static.depends_on(p):
+        static = (Static.depends_on(p), Static.of(prog, p))
+        prog.__dict__["_perf_static"] = static
+    static = static[1]
+    # a program without atomics runs alike at any share of the L2's atomic rate (its runs stay shared)
     pc = p.with_(cu_bytes_per_clk=min(p.cu_bytes_per_clk, p.l2_hit_bytes_per_clk / active_cu),
-                 cu_atomic_dwords_per_clk=p.l2_atomic_dwords_per_clk / active_cu)
+                 cu_atomic_dwords_per_clk=p.l2_atomic_dwords_per_clk / active_cu if any(static.atomic) else None)
     ax = tile_axis
     key = (tr.key or id(tr), tuple(samples), loop_scale if not callable(loop_scale) else
            tuple(loop_scale(wg[ax] / max(tg[ax] - 1, 1)) for wg in samples), resident, pc)
     hit = _SIM_CACHE.get(key)
     if hit is None:
-        static = prog.__dict__.get("_perf_static")
-        if static is None or static[0] != Static.depends_on(p):
-            static = (Static.depends_on(p), Static.of(prog, p))
-            prog.__dict__["_perf_static"] = static
-        static = static[1]
         work = np.asarray(static.passes, float)     # loops scale so that the MFMA work grows by the factor
         wpg = -(-threads // 64)
         by_wg: dict[int, list] = {}
