@@ -13,15 +13,17 @@ and the first half of its softmax is done), four phases with a barrier after eac
 
     read K   16 ds_read_b128 (K_{j+1} -> all 16 KV slots)  ║ 3 DMA V_{j+1}
     Q·Kᵀ     16 MFMA  S_{j+1} = K_{j+1}·Qᵀ   ║ softmax_b(S_j): 16 exp2, row sum (v_pk_add_f32), pack P_j
-             then (uniform branch, only when the lazy max moved) O, l *= corr; mask S_{j+1} on boundary tiles
-    read V   32 ds_read_b64_tr_b16 (V_j -> KV)               ║ 3 DMA K_{j+3}
+    read V   32 ds_read_b64_tr_b16 (V_j -> KV)               ║ 3 DMA K_{j+3}; P_j's last packing,
+             (uniform branch, only when the lazy max moved) O, l *= corr; mask S_{j+1} on boundary tiles
     P·V      16 MFMA  Oᵀ += V_jᵀ·P_jᵀ          ║ softmax_a(S_{j+1}): row max, lazy max, S·c - m
                                                   (v_pk_fma_f32), 16 exp2
 
 Waves 4-7 run one phase behind waves 0-3 (wave w and w+4 share a SIMD), so in every phase one wave
-of each SIMD runs its 16 MFMAs with half a softmax in their shadows (~28 VALU-port cycles per
-32-cycle MFMA) while the other reads LDS: the ping-pong of aiter's kernel, with fewer VALU cycles
-per MFMA (packed f32 ops, lazy rescale, corr's exp2 only when the max moved). build(pingpong=False)
+of each SIMD runs its 16 MFMAs with half a softmax in their shadows while the other reads LDS: the
+ping-pong of aiter's kernel, with fewer VALU cycles per MFMA (packed f32 ops, lazy rescale, corr's
+exp2 only when the max moved, P packed without lane exchanges). A shadow is the 7 issue turns after
+an MFMA's (the 32-cycle MFMA, 4 cycles a turn): one exp2 (a quarter-rate TRANS op: 4 turns) and
+three other instructions, each placed by feed() in program order where it fits. build(pingpong=False)
 keeps the split softmax with all waves in phase (one barrier per step), the loop of head dim 192
 (4 waves: one per SIMD, no ping-pong; K four tiles deep in LDS); build(split=False) is the loop of
 earlier versions (below), which stagger uses.
@@ -32,7 +34,7 @@ Loop of split=False, one 64-key step j (per wave; S_cur holds Sᵀ_j, computed o
     ── wait K_{j+1} DMA, s_barrier ──
     qk_softmax 16 MFMA  S_nxt = K_{j+1}·Qᵀ      ║ 16 ds_read_b128 (K_{j+1})  ║ 6 DMA (K_{j+2}, V_{j+1})
                ║ softmax of S_cur in the MFMA shadows: row max (in-lane + permlane32),
-               ║ lazy max update, exp2, row sum, pack P to bf16, permlane32 swaps -> Pᵀ operand
+               ║ lazy max update, exp2, row sum, pack P to bf16 -> Pᵀ operand (keys in fa_layouts.p_key order)
     rescale_o  (only when some row max grew by > 2^8: uniform branch)  O *= corr
     ── wait V_j DMA, s_barrier ──
     pv         16 MFMA  Oᵀ += V_jᵀ·P_jᵀ          ║ 32 ds_read_b64_tr_b16 (V_j)
@@ -54,11 +56,16 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import deque
 from pathlib import Path
 
 from flyasm import Kernel, a, m0, s, v, vcc
+from flyasm.errors import SourceLoc
+from flyasm.isa.builders import make
 from flyasm.isa.operands import Special
 from flyasm.plan import RegisterPlan
+from flyasm.report.stats import nop_wait_states
+from flyasm.sched import classes_of
 
 try:
     from . import fa_layouts as L
@@ -122,6 +129,7 @@ Q_VOFF, O_VOFF, LSE_VOFF = v[13], v[14], v[15]
 M_RUN, L_RUN, CORR, M_TILE, T0, T1, MASK_T, NEG_INF, QLIM, H4 = (v[i] for i in range(16, 26))
 TMP = v[26:31]
 SCALE_C = v[31]                # scale*log2(e), kept after the prologue (TMP[5])
+ROW_SUM = (v[20:21], v[26:27])  # softmax_b's two row-sum pairs (T0:T1, TMP[0:1]): a packed write -> VALU read needs 1 wait state
 
 RS_Q, RS_K, RS_V, RS_O, RS_LSE = s[8:11], s[12:15], s[16:19], s[20:23], s[24:27]
 WAVE = s[5]
@@ -162,6 +170,87 @@ ARG_SGPR = {"o": s[28:29], "q": s[30:31], "k": s[32:33], "v": s[34:35], "lse": s
 AITER_SGPR = {"gqa": s[86], "q_head_num": s[87], "lse_hs": s[88], "qseq": s[90:91], "kseq": s[92:93],
               "qseq_pad": s[94:95], "kseq_pad": s[96:97]}
 FINITE_NEG = -1e30             # running-max start: a row with no valid key keeps exp2(S - m) = 0, not NaN
+TRANS_CYCLES = 16              # a TRANS op (v_exp_f32) holds the VALU port 4 turns (quarter rate)
+
+
+class _Made:
+    """OP.<mnemonic>(...): an instruction made at the caller's line but not emitted. The softmax and
+    DMA generators yield these; fill() and feed() emit them where they go in the MFMA shadows."""
+
+    def __getattr__(self, mnemonic):
+        def made(*operands, **modifiers):
+            f = sys._getframe(1)
+            return make(mnemonic, *operands, loc=SourceLoc(f.f_code.co_filename, f.f_lineno), **modifiers)
+        return made
+
+
+OP = _Made()
+
+
+def port_cycles(inst) -> int:
+    """Cycles of its wave's issue an instruction takes (4 per turn: one instruction per wave per turn,
+    a TRANS op holds the VALU port 4 turns, s_nop N is N+1 turns): what feed() budgets per MFMA."""
+    if "trans" in classes_of(inst):
+        return TRANS_CYCLES
+    return 4 * (nop_wait_states(inst) if inst.name == "s_nop" else 1)
+
+
+class _Stream:
+    """A generator of made instructions with one of lookahead: feed() sees an instruction's cycles
+    before it places it, so an instruction that would overrun an MFMA's shadow waits for the next."""
+
+    def __init__(self, gen):
+        self._gen, self._head = iter(gen), None
+
+    @classmethod
+    def of(cls, gen):
+        return gen if gen is None or isinstance(gen, cls) else cls(gen)
+
+    def peek(self):
+        if self._head is None:
+            self._head = next(self._gen, None)
+        return self._head
+
+    def pop(self):
+        inst, self._head = self.peek(), None
+        return inst
+
+    def __iter__(self):
+        while (inst := self.pop()) is not None:
+            yield inst
+
+
+def streamed(gen_fn):
+    """The generator function's generators as _Streams (what feed() takes)."""
+    def stream(*args, **kw):
+        return _Stream(gen_fn(*args, **kw))
+    stream.__name__, stream.__doc__ = gen_fn.__name__, gen_fn.__doc__
+    return stream
+
+
+def interleave_exps(exps, fillers, per, doubles=0):
+    """One program order for MFMA shadows: each exp2 of `exps` followed by up to `per` of `fillers`
+    whose inputs are ready; the first `doubles` shadows hold two exp2s and nothing else (an MFMA
+    issued 4 cycles late, not an exp2 left after the last MFMA: feed() places the second, marked
+    `doubled`, beyond the budget). fillers: (need, instruction) in program order, `need` = how many
+    of exps it reads (the first `need`); one waits until another instruction follows the last exp it
+    reads (TRANS result -> VALU read: 1 wait state, an s_nop 0 once the exps are done)."""
+    q = deque(fillers)
+    for n, e in enumerate(exps, 1):
+        yield e
+        if n <= 2 * doubles:
+            e.doubled = n % 2 == 0
+            continue
+        for _ in range(per):
+            if not q or q[0][0] >= n:
+                break
+            yield q.popleft()[1]
+    after_exp = bool(exps)
+    for need, inst in q:
+        if after_exp and need == len(exps):
+            yield OP.s_nop(0)
+        yield inst
+        after_exp = False
 
 
 def reference(q, k, v, causal=False, scale=None, align="top_left"):
@@ -243,10 +332,9 @@ class _Builder:
         # V's DMAs first when V has fewer stages (V_{j+1} must land by step j's barrier; K_{j+k_stages} need not)
         self.dma_order = ("v", "k") if g.v_stages < g.k_stages else ("k", "v")
         self.in_flight = self._barrier_in_flight()
-        self.softmax_valu = (144, 169)                                      # VALU of one softmax (expects)
+        self.softmax_valu = (136, 161)                                      # VALU of one softmax (expects)
         self.mask_loop = False        # split loop: a copy without mask code runs until the first masked step
         self.qk_drain = 0             # s_nop wait states between the first Q·Kᵀ and the split loop's mask (fp8: 16 passes)
-        self._bal = 0                           # VALU-port cycles left in the current MFMA cluster (feed)
         name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align, head_dim)
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS if head_dim == 128 else PLAN_REGIONS_HD192,
                                  aliases=PLAN_ALIASES, strict=True)
@@ -294,27 +382,37 @@ class _Builder:
         k.s_and_b32(hi, hi, 0xFFFF)              # stride 0: raw buffer, range check in bytes
         k.s_mov_b32(dst[3], RSRC_WORD3)
 
-    def set_m0(self, tensor, buf, i):
+    def m0_op(self, tensor, buf, i):
         """M0 of DMA instruction i of this wave (fa_layouts.dma_m0)."""
         key = (tensor, buf, i)
         if key in self.m0_sgpr:
-            self.k.s_mov_b32(m0, self.m0_sgpr[key])
-        else:                                    # chunk wave + waves*i exists for every wave
-            base = (self.g.lds_k if tensor == "k" else self.g.lds_v)[buf]
-            self.k.s_add_u32(m0, WAVE_1K, base + L.DMA_CHUNK * self.g.waves * i)
+            return OP.s_mov_b32(m0, self.m0_sgpr[key])
+        base = (self.g.lds_k if tensor == "k" else self.g.lds_v)[buf]   # chunk wave + waves*i exists for every wave
+        return OP.s_add_u32(m0, WAVE_1K, base + L.DMA_CHUNK * self.g.waves * i)
 
-    def dma(self, tensor, buf, i, tile_off):
-        """One LDS-DMA instruction: chunk i of this wave's share of a K or V tile into buffer buf
-        (M0, the wait state M0 -> LDS-DMA asks, the load)."""
-        self.set_m0(tensor, buf, i)
-        self.k.s_nop(0)
-        self.dma_load(tensor, buf, i, tile_off)
+    def set_m0(self, tensor, buf, i):
+        self.k.emit(self.m0_op(tensor, buf, i))
+
+    def dma_load_op(self, tensor, buf, i, tile_off):
+        """The load of a DMA once M0 is set: the lane's chunk offset in VGPR, the tile's in soffset (SGPR),
+        so no VALU add per DMA; the range check counts soffset in (num_records - soffset)."""
+        inst = OP.buffer_load_dwordx4((self.K_DMA if tensor == "k" else self.V_DMA)[i], RS_K if tensor == "k" else RS_V,
+                                      tile_off, offen=True, lds=True)
+        inst.lds_buffer = f"{tensor}{buf}"
+        return inst
 
     def dma_load(self, tensor, buf, i, tile_off):
-        """The load of dma() once M0 is set: the lane's chunk offset in VGPR, the tile's in soffset (SGPR),
-        so no VALU add per DMA; the range check counts soffset in (num_records - soffset)."""
-        self.k.buffer_load_dwordx4((self.K_DMA if tensor == "k" else self.V_DMA)[i], RS_K if tensor == "k" else RS_V,
-                                   tile_off, offen=True, lds=True).lds_buffer = f"{tensor}{buf}"
+        self.k.emit(self.dma_load_op(tensor, buf, i, tile_off))
+
+    def dma_ops(self, tensor, buf, i, tile_off):
+        """One LDS-DMA: chunk i of this wave's share of a K or V tile into buffer buf (M0, the wait
+        state M0 -> LDS-DMA asks, the load), as made instructions."""
+        yield self.m0_op(tensor, buf, i)
+        yield OP.s_nop(0)
+        yield self.dma_load_op(tensor, buf, i, tile_off)
+
+    def dma(self, tensor, buf, i, tile_off):
+        self.fill(self.dma_ops(tensor, buf, i, tile_off))
 
     # ---- prologue -----------------------------------------------------------------------------
     def load_args(self):
@@ -481,7 +579,7 @@ class _Builder:
         k.v_add_u32(K_ADDR[0], K_ADDR[0], TMP[3])
         k.v_add_u32(K_ADDR[1], g.lds_k[1], K_ADDR[0])
         k.v_lshrrev_b32(TMP[1], 5, LANE)                            # g // 2
-        k.v_lshlrev_b32(TMP[1], 3, TMP[1])
+        k.v_lshlrev_b32(TMP[1], 2, TMP[1])
         k.v_bfe_u32(TMP[2], LANE, 2, 2)                             # r
         k.v_add_u32(TMP[1], TMP[1], TMP[2])
         k.v_mul_u32_u24(V_ADDR[0], g.v_stride, TMP[1])
@@ -629,8 +727,7 @@ class _Builder:
             self.mask(S[0:31], "first")
             with k.region("softmax_first", expect={"exp": self.EXP_A}):
                 k.s_nop(7)                                              # last Q·Kᵀ MFMA -> VALU reads of S
-                for _ in self.softmax_a(S[0:31]):
-                    pass
+                self.fill(self.softmax_a(S[0:31]))
             k.s_waitcnt(vmcnt=(g.k_stages - 2) * g.k_dma + (g.v_stages - 2) * g.v_dma, lgkmcnt=0)   # K_1, V_0 landed
             k.s_barrier()
             if not self.pingpong:
@@ -671,7 +768,7 @@ class _Builder:
             if f % self.DMA_EVERY == self.DMA_EVERY - 1:
                 self.fill(dma, 3)
             if budget:
-                self.feed(softmax, budget, start=f == 0)    # budget: VALU-port cycles per MFMA
+                self.feed(softmax, budget)    # budget: VALU-port cycles per MFMA
             else:
                 self.fill(softmax, 144 // n)                # ~150 softmax instructions over the MFMAs
         self.fill(dma)
@@ -679,32 +776,50 @@ class _Builder:
         if self.setprio:
             k.s_setprio(0)
 
-    @staticmethod
-    def fill(gen, n=None):
-        """Emit the next n instructions of a generator (all that are left: n=None; no generator: nothing)."""
-        if gen is None:
-            return
-        if n is None:
-            for _ in gen:          # each step of the generator emits its instructions
-                pass
-        else:
-            for _ in range(n):
-                next(gen, None)
+    def fill(self, gen, n=None):
+        """Emit the next n made instructions of a generator (all that are left: n=None; no generator: nothing)."""
+        gen = _Stream.of(gen)
+        while gen is not None and (n is None or n > 0) and (inst := gen.pop()) is not None:
+            self.k.emit(inst)
+            n = None if n is None else n - 1
+
+    def feed(self, gen, budget):
+        """Emit instructions of `gen` (a _Stream) into the shadow of the MFMA just issued, in order, while
+        their cycles (port_cycles) fit in `budget`; the first always goes (it fits no better later), and
+        a second exp2 marked `doubled` (softmax_a, interleave_exps). An overrun delays the next MFMA,
+        whose shadow is whole again: nothing carries over."""
+        bal, placed = budget, False
+        while (inst := gen.peek()) is not None:
+            c = port_cycles(inst)
+            if placed and c > bal and not getattr(inst, "doubled", False):
+                return
+            self.k.emit(gen.pop())
+            bal -= c
+            placed = True
+
+    def read_k_op(self, frag, slot, kbuf):
+        """K fragment (kb, kk) -> KV slot (one ds_read_b128), made."""
+        kb, kk = frag
+        inst = OP.ds_read_b128(KV[4 * slot:4 * slot + 3], self.K_ADDR[kbuf], offset=L.k_read_imm(kb, kk, self.g.k_stride))
+        inst.lds_buffer = f"k{kbuf}"
+        return inst
 
     def read_k(self, frag, slot, kbuf):
-        """K fragment (kb, kk) -> KV slot (one ds_read_b128)."""
-        kb, kk = frag
-        self.k.ds_read_b128(KV[4 * slot:4 * slot + 3], self.K_ADDR[kbuf],
-                            offset=L.k_read_imm(kb, kk, self.g.k_stride)).lds_buffer = f"k{kbuf}"
+        self.k.emit(self.read_k_op(frag, slot, kbuf))
 
     PV_FRAGS = [(db, kk) for kk in range(4) for db in range(4)]   # alternate accumulators
 
-    def read_v(self, f, vbuf):
-        """V fragment f (two ds_read_b64_tr_b16) into KV[4f:4f+3]."""
+    def read_v_ops(self, f, vbuf):
+        """V fragment f (two ds_read_b64_tr_b16) into KV[4f:4f+3], made."""
         db, kk = self.PV_FRAGS[f]
         for t in range(2):
-            self.k.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], self.V_ADDR[vbuf],
-                                      offset=L.v_read_imm(db, kk, t)).lds_buffer = f"v{vbuf}"
+            inst = OP.ds_read_b64_tr_b16(KV[4 * f + 2 * t:4 * f + 2 * t + 1], self.V_ADDR[vbuf],
+                                         offset=L.v_read_imm(db, kk, t))
+            inst.lds_buffer = f"v{vbuf}"
+            yield inst
+
+    def read_v(self, f, vbuf):
+        self.fill(self.read_v_ops(f, vbuf))
 
     def pv_cluster(self, p_regs, vbuf, prefetched=False, softmax=None, budget=0, hook=None):
         """16 MFMAs Oᵀ += Vᵀ·Pᵀ; each V fragment is two ds_read_b64_tr_b16, read 7 fragments ahead
@@ -728,144 +843,162 @@ class _Builder:
             if f + ahead < 16:
                 self.read_v(f + ahead, vbuf)
             if softmax is not None:
-                self.feed(softmax, budget, start=f == 0)    # split loop: softmax_a of the next tile
+                self.feed(softmax, budget)    # split loop: softmax_a of the next tile
             if hook and f == hook[0]:
                 hook[1]()
-        for _ in softmax or ():
-            pass
+        self.fill(softmax)
         if self.setprio:
             k.s_setprio(0)
 
-    # ---- softmax (a generator: one instruction per step, placed by qk_cluster) -----------------
+    # ---- softmax (generators of made instructions: OP, placed by the clusters) ------------------
+    @streamed
     def softmax(self, X):
-        k = self.k
         yield from self.max_corr(X)
         yield from self.exp_args(X)
-        k.v_mul_f32(L_RUN, L_RUN, CORR); yield
+        yield OP.v_mul_f32(L_RUN, L_RUN, CORR)
         for i in range(32):
-            k.v_exp_f32(X[i], X[i]); yield
+            yield OP.v_exp_f32(X[i], X[i])
         yield from self.row_sum(X)
         yield from self.pack_p(X)
 
     def exp_args(self, X):
         """S -> S*scale*log2e - m (or S - m with q_prescale), in place."""
-        k = self.k
         for i in range(32):
             if self.q_prescale:
-                k.v_sub_f32(X[i], X[i], M_RUN); yield
+                yield OP.v_sub_f32(X[i], X[i], M_RUN)
             else:
-                k.v_fma_f32(X[i], X[i], SCALE_C, -M_RUN); yield      # S*scale*log2e - m
+                yield OP.v_fma_f32(X[i], X[i], SCALE_C, -M_RUN)      # S*scale*log2e - m
 
     def row_sum(self, X):
         for i in range(32):
-            self.k.v_add_f32(L_RUN, L_RUN, X[i]); yield
+            yield OP.v_add_f32(L_RUN, L_RUN, X[i])
 
     def max_corr(self, X, exp_corr=True):
-        """Row max of the tile X (exp2 units), lazy max update, m and corr = exp2(m_old - m_new);
-        yields each instruction's VALU-port cycles (feed())."""
-        k = self.k
-        # tile row max: 16 accumulators per lane in two chains, then the other lane half
-        k.v_max3_f32(T0, X[0], X[1], X[2]); yield 4
-        k.v_max3_f32(T1, X[16], X[17], X[18]); yield 4
-        for i in range(3, 15, 2):
-            k.v_max3_f32(T0, T0, X[i], X[i + 1]); yield 4
-            k.v_max3_f32(T1, T1, X[16 + i], X[17 + i]); yield 4
-        k.v_max_f32(T0, T0, X[15]); yield 4
-        k.v_max_f32(T1, T1, X[31]); yield 4
-        k.v_max_f32(M_TILE, T0, T1); yield 4
-        if not self.q_prescale:
-            k.v_mul_f32(M_TILE, SCALE_C, M_TILE); yield 4             # to exp2 units (scale > 0)
-        k.v_mov_b32(T0, M_TILE); yield 4
-        k.s_nop(1); yield 1                                           # VALU -> permlane: 2 wait states
-        k.v_permlane32_swap_b32(M_TILE, T0); yield 4                  # T0(lo) <- M(hi), M(hi) <- T0(lo)
-        k.v_max_f32(M_TILE, M_TILE, T0); yield 4                      # full row max in both halves
-        # lazy max: move m only if some lane's tile max is above m + threshold (uniform decision)
-        if self.lazy_rescale:
-            k.v_sub_f32(T0, M_TILE, M_RUN); yield 4
-            k.v_cmp_lt_f32(vcc, LAZY_THRESHOLD, T0); yield 4
-            k.s_nop(1); yield 1
-            k.s_cmp_lg_u64(vcc, 0); yield 1
-            k.s_cselect_b64(LAZY, -1, 0); yield 1
-            k.v_max_f32(T0, M_RUN, M_TILE); yield 4
-            k.v_cndmask_b32(T1, M_RUN, T0, LAZY); yield 4
+        """Row max of the tile X, then the lazy max update: m (exp2 units) moves, per row, only when the
+        tile's max exceeds it by more than LAZY_THRESHOLD (any amount without lazy_rescale), to that
+        max; LAZY != 0 when some row moved; CORR = m_new - m_old (0 where m stayed), exp_corr: CORR =
+        exp2(m_old - m_new)."""
+        # tile row max: one max3 chain over the lane's 32 accumulators, then the other lane half
+        yield OP.v_max3_f32(T0, X[0], X[1], X[2])
+        for i in range(3, 31, 2):
+            yield OP.v_max3_f32(T0, T0, X[i], X[i + 1])
+        yield OP.v_max_f32(M_TILE, T0, X[31])
+        yield OP.v_max_f32(T0, T0, X[31])                            # a copy: the swap trades both
+        yield OP.s_nop(1)                                            # VALU -> permlane: 2 wait states
+        yield OP.v_permlane32_swap_b32(M_TILE, T0)                   # T0(lo) <- M(hi), M(hi) <- T0(lo)
+        yield OP.v_max_f32(M_TILE, M_TILE, T0)                       # full row max in both halves
+        if self.q_prescale:                                          # T0 = tile max - m, exp2 units
+            yield OP.v_sub_f32(T0, M_TILE, M_RUN)
         else:
-            k.s_mov_b64(LAZY, -1); yield 1
-            k.v_max_f32(T1, M_RUN, M_TILE); yield 4
-        k.v_sub_f32(CORR, M_RUN, T1); yield 4
-        k.v_mov_b32(M_RUN, T1); yield 4
+            yield OP.v_fma_f32(T0, M_TILE, SCALE_C, -M_RUN)
+        yield OP.v_cmp_lt_f32(vcc, LAZY_THRESHOLD if self.lazy_rescale else 0.0, T0)
+        if not self.q_prescale:
+            yield OP.v_mul_f32(M_TILE, SCALE_C, M_TILE)              # to exp2 units (scale > 0)
+        yield OP.s_mov_b64(LAZY, vcc if self.lazy_rescale else -1)   # the rescale branch's flag (no lazy: every step)
+        if self.q_prescale:
+            yield OP.s_nop(0)                                        # VALU writes VCC -> VALU reads it: 2 wait states
+        # m moves to the tile max where it is above (m + threshold), not m + (tile max - m): with m at
+        # FINITE_NEG the sum would cancel to 0
+        yield OP.v_cndmask_b32(CORR, 0, T0, vcc)
+        yield OP.v_cndmask_b32(M_RUN, M_RUN, M_TILE, vcc)
         if exp_corr:
-            k.v_exp_f32(CORR, CORR); yield 16                          # corr = exp2(m_old - m_new)
+            yield OP.v_exp_f32(CORR, -CORR)                          # corr = exp2(m_old - m_new)
 
     def pack_p(self, X):
         """P in place as the B operand of the P·V MFMAs (fa_layouts.pack_p): regs 8kk..8kk+3 become
-        8 bf16 of keys, then swap."""
-        k = self.k
-        for kk in range(4):
-            for e in range(4):
-                k.instr(self.cvt_pk, X[8 * kk + e], X[8 * kk + 2 * e], X[8 * kk + 2 * e + 1]); yield 4
-        for kk in range(4):
-            k.v_permlane32_swap_b32(X[8 * kk], X[8 * kk + 2]); yield 4
-            k.v_permlane32_swap_b32(X[8 * kk + 1], X[8 * kk + 3]); yield 4
+        8 bf16 of keys, in the accumulators' key order (fa_layouts.p_key: V is read in it, so no lane
+        exchange)."""
+        for _, group in self.pack_groups(X):
+            yield from group
+
+    def pack_groups(self, X):
+        """pack_p's instructions in groups (p, [instructions]) in order: a group reads X[0:2p+2] at most and
+        writes only values the row sum has read once pair p (X[2p], X[2p+1]) is summed. Here one
+        cvt_pk per group: X[8kk+e] <- pair 4kk+e, once that pair and X[8kk+e]'s own are summed."""
+        return [(4 * kk + e, [getattr(OP, self.cvt_pk)(X[8 * kk + e], X[8 * kk + 2 * e], X[8 * kk + 2 * e + 1])])
+                for kk in range(4) for e in range(4)]
 
     # ---- split softmax (the default loop of head dim 128): half a tile's softmax under each cluster --
     EXP_A = 16          # exp2s of a tile under the P·V cluster, the other 16 under Q·Kᵀ: VALU cycles balance
 
-    def feed(self, gen, budget, start=False):
-        """Place instructions of `gen` (it yields each one's VALU-port cycles) until the cluster's
-        running total reaches `budget` per call (start: a new cluster), so an instruction that overran
-        one MFMA's shadow shortens the next one's share."""
-        self._bal = budget if start else self._bal + budget
-        while self._bal > 0:
-            c = next(gen, None)
-            if c is None:
-                return
-            self._bal -= c
+    @staticmethod
+    def per_exp(budget):
+        """VALU ops that fit beside one exp2 in an MFMA shadow of `budget` cycles."""
+        return max(1, (budget - TRANS_CYCLES) // 4)
 
-    def softmax_a(self, X):
+    @streamed
+    def softmax_a(self, X, budget=28, shadows=None):
         """First half, under P·V of the previous tile, on a fresh (masked) Sᵀ tile X: row max, lazy
-        max update, log2 corr, X = S*c - m two lanes' values per instruction, exp2 of X[0:EXP_A].
-        Packed f32 VALU ops are full rate (MI355X data sheet: 157.3 TFLOPS vector FP32 = 256 CU x 4
-        SIMD x 16 lanes x 2 (FMA) x 2 (packed) x 2.4 GHz)."""
-        k = self.k
-        yield from self.max_corr(X, exp_corr=False)     # corr's exp2 is in the (rare) rescale branch
+        max update, X = S*c - m two lanes' values per instruction, exp2 of X[0:EXP_A], each exp2 with
+        the next exponent arguments beside it, two exp2s in a shadow when the row max leaves fewer
+        `shadows` (MFMAs) than exp2s. Packed f32 VALU ops are full rate (MI355X data sheet: 157.3
+        TFLOPS vector FP32 = 256 CU x 4 SIMD x 16 lanes x 2 (FMA) x 2 (packed) x 2.4 GHz)."""
+        prefix = list(self.max_corr(X, exp_corr=False))      # corr's exp2 is in the (rare) rescale branch
+        yield from prefix
         M2, SC2 = v[16:17], v[30:31]           # m = v16 (lo word), c = v31 (hi word), broadcast by op_sel
-        for i in range(0, 32, 2):
-            if self.q_prescale:
-                k.v_pk_add_f32(X[i:i + 1], X[i:i + 1], M2, op_sel_hi=[1, 0], neg_lo=[0, 1], neg_hi=[0, 1]); yield 4
-            else:
-                k.v_pk_fma_f32(X[i:i + 1], X[i:i + 1], SC2, M2, op_sel=[0, 1, 0], op_sel_hi=[1, 1, 0],
-                               neg_lo=[0, 0, 1], neg_hi=[0, 0, 1]); yield 4
-        for i in range(self.EXP_A):
-            k.v_exp_f32(X[i], X[i]); yield 16
+        if self.q_prescale:
+            args = [OP.v_pk_add_f32(X[i:i + 1], X[i:i + 1], M2, op_sel_hi=[1, 0], neg_lo=[0, 1], neg_hi=[0, 1])
+                    for i in range(0, 32, 2)]
+        else:
+            args = [OP.v_pk_fma_f32(X[i:i + 1], X[i:i + 1], SC2, M2, op_sel=[0, 1, 0], op_sel_hi=[1, 1, 0],
+                                    neg_lo=[0, 0, 1], neg_hi=[0, 0, 1]) for i in range(0, 32, 2)]
+        free = shadows - -(-sum(map(port_cycles, prefix)) // budget) if shadows else self.EXP_A
+        doubles = max(0, min(self.EXP_A // 2, self.EXP_A - free))
+        groups = [[2 * d, 2 * d + 1] for d in range(doubles)] + [[i] for i in range(2 * doubles, self.EXP_A)]
+        per, done = self.per_exp(budget), 0
+        for g in groups:
+            # the arguments of the group's exp2s out, and one more (a packed write -> VALU read: 1 wait state)
+            while done < min(g[-1] // 2 + 2, 16):
+                yield args[done]
+                done += 1
+            for n, i in enumerate(g):
+                e = OP.v_exp_f32(X[i], X[i])
+                e.doubled = n == 1
+                yield e
+            for _ in range(per if len(g) == 1 else 0):
+                if done < 16:
+                    yield args[done]
+                    done += 1
+        yield from args[done:]
 
-    def softmax_b(self, X):
-        """Second half, under the next tile's Q·Kᵀ: exp2 of X[EXP_A:32], the row sum two lanes' values
-        per v_pk_add_f32 (into T0:T1), P packed to bf16/f16."""
-        k, acc = self.k, v[20:21]                # T0, T1
-        k.v_pk_add_f32(acc, X[0:1], X[2:3]); yield 4
-        nxt, last = 4, None
-        for i in range(self.EXP_A, 32):
-            k.v_exp_f32(X[i], X[i]); yield 16
-            last = i
-            if nxt + 1 < i:                      # both values of the pair came out of earlier exp2s
-                k.v_pk_add_f32(acc, acc, X[nxt:nxt + 1]); yield 4
-                nxt += 2
-        while nxt < 32:
-            if last in (nxt, nxt + 1):
-                k.s_nop(0); yield 1              # TRANS result -> VALU read: 1 wait state
-            k.v_pk_add_f32(acc, acc, X[nxt:nxt + 1]); yield 4
-            nxt, last = nxt + 2, None
-        yield from self.pack_p(X)                # T0:T1 is added to l after the rescale branch
+    def sum_pack_ops(self, X):
+        """The row sum (two lanes' values per v_pk_add_f32, alternating between the ROW_SUM pairs: pairs
+        0+1 start the first, 2+3 the second) and the packing of P (pack_groups), in program order,
+        each as (pairs it has read, instruction); pair p = X[2p], X[2p+1]."""
+        acc, out = ROW_SUM, []
+        groups = list(self.pack_groups(X))
+        for p in range(1, 16):
+            if p == 1:
+                out.append((2, OP.v_pk_add_f32(acc[0], X[0:1], X[2:3])))
+            elif p == 3:
+                out.append((4, OP.v_pk_add_f32(acc[1], X[4:5], X[6:7])))
+            elif p > 3:
+                out.append((p + 1, OP.v_pk_add_f32(acc[p % 2], acc[p % 2], X[2 * p:2 * p + 1])))
+            summed = 1 if p == 2 else p          # pairs 0..summed are in acc (pair 2 goes in with 3)
+            while groups and groups[0][0] <= summed:
+                out += [(p + 1, inst) for inst in groups.pop(0)[1]]
+        return out
 
+    @streamed
+    def softmax_b(self, X, budget=28, shadows=None):
+        """Second half, under the next tile's Q·Kᵀ: exp2 of X[EXP_A:32], each with up to per_exp(budget)
+        of the row sum and P's packing (sum_pack_ops) whose inputs are out of earlier exp2s, two
+        exp2s in each of the first shadows when there are more exp2s than `shadows` (MFMAs); then
+        ROW_SUM folded into T0:T1 (added to l after the rescale branch)."""
+        e0 = self.EXP_A
+        fillers = [(max(0, 2 * pairs - e0), inst) for pairs, inst in self.sum_pack_ops(X)]
+        fillers.append((32 - e0, OP.v_pk_add_f32(ROW_SUM[0], ROW_SUM[0], ROW_SUM[1])))
+        doubles = max(0, 32 - e0 - shadows) if shadows else 0
+        yield from interleave_exps([OP.v_exp_f32(X[i], X[i]) for i in range(e0, 32)], fillers, self.per_exp(budget), doubles)
+
+    @streamed
     def dma_gen(self, kbuf, vbuf, order=("k", "v")):
         """K_{j+2} -> K buffer kbuf and V_{j+1} -> V buffer vbuf (tile offsets in SGPRs), in `order`."""
         bufs = {"k": (kbuf, K_TILE_OFF), "v": (vbuf, V_TILE_OFF)}
         for tensor in order:
             buf, off = bufs[tensor]
             for i in range(self.g.k_dma if tensor == "k" else self.g.v_dma):
-                self.set_m0(tensor, buf, i); yield
-                self.k.s_nop(0); yield                      # M0 -> LDS-DMA: one wait state
-                self.dma_load(tensor, buf, i, off); yield
+                yield from self.dma_ops(tensor, buf, i, off)
 
     def mask(self, X, p, sfx=""):
         """S[key] = -inf where key >= seqlen_k or (causal) key > q: one compare per accumulator
@@ -971,9 +1104,14 @@ class _Builder:
         """One 64-key step: S half p holds S_j (softmax_a done), K_{j+1} in K buffer 1-p, V_j in V
         buffer p. Four phases, a barrier after each:
             read K_{j+1} -> KV;  then DMA V_{j+1} -> V buffer 1-p
-            Q·Kᵀ_{j+1} ║ softmax_b(S_j) -> P_j;  O *= corr_j (lazy);  mask S_{j+1}
-            read V_j -> KV;  then DMA K_{j+3} -> K buffer 1-p
+            Q·Kᵀ_{j+1} ║ softmax_b(S_j) -> P_j
+            read V_j -> KV;  then DMA K_{j+3} -> K buffer 1-p;  P_j's last packing;  O, l *= corr_j
+                (lazy), l += row sum of P_j;  mask S_{j+1}
             P·V_j ║ softmax_a(S_{j+1})
+        An MFMA phase is its 16 MFMAs and the softmax half in their shadows, nothing after: what
+        does not fit (the last exp2's row sum and packing), the rescale branch and the mask checks
+        run in the wave's next phase, a read phase, where the wave has turns to spare, while the
+        other wave's MFMAs run.
         A read phase issues its LDS reads before its DMAs: the reads are what the next phase's MFMAs
         wait for, while the DMAs land two read phases later; the four waves' DMAs queue on the CU's
         one vector-memory port, and issued first they held the reads behind them (in-order issue).
@@ -990,8 +1128,8 @@ class _Builder:
         k = self.k
         cur, nxt = S[32 * p:32 * p + 31], S[32 * (1 - p):32 * (1 - p) + 31]
         nk, nv = self.g.k_dma, self.g.v_dma
-        with k.region(f"step{p}"):
-            with k.region("read_k", expect={"ds_read": 16, "lds_dma": nv}):
+        with k.region(f"step{p}", expect={"mfma": 32, "exp": 33, "ds_read": 48, "lds_dma": nk + nv}):   # exp: + corr's
+            with k.region("read_k"):
                 for f in range(16 - nv):
                     self.read_k((f // 8, f % 8), f, 1 - p)
                 self.tile_offsets(k_ahead=3)
@@ -1001,30 +1139,34 @@ class _Builder:
                     self.dma_load("v", 1 - p, i, V_TILE_OFF)
                 k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
             k.s_barrier()
-            with k.region("qk_softmax", expect={"mfma": 16, "exp": 32 - self.EXP_A}):
-                self.qk_regs(nxt, self.softmax_b(cur))
-            self.rescale_o_split(p)
-            k.s_add_u32(ST0, STEP, 1)
-            k.s_lshl_b32(KBASE, ST0, 6)
-            self.mask(nxt, p)
+            rest = self.softmax_b(cur, self.BUDGET, shadows=16)
+            with k.region("qk_softmax"):
+                self.qk_regs(nxt, rest)
             k.s_barrier()
-            with k.region("read_v", expect={"ds_read": 32, "lds_dma": nk}):
+            with k.region("read_v"):
                 for f in range(16 - nk):
                     self.read_v(f, p)
                 for i, f in enumerate(range(16 - nk, 16)):     # V reads: the wait state M0 -> LDS-DMA
                     self.set_m0("k", 1 - p, i)
                     self.read_v(f, p)
                     self.dma_load("k", 1 - p, i, K_TILE_OFF)
+                self.fill(rest)                                # what did not fit under the MFMAs
+                self.rescale_o_split(p)
+                k.s_add_u32(ST0, STEP, 1)
+                k.s_lshl_b32(KBASE, ST0, 6)
+                self.mask(nxt, p)
                 k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
             k.s_barrier()
-            with k.region("pv", expect={"mfma": 16, "exp": self.EXP_A}):
-                self.pv_cluster(cur, p, prefetched=True, softmax=self.softmax_a(nxt), budget=self.BUDGET)
+            with k.region("pv"):
+                self.pv_cluster(cur, p, prefetched=True, softmax=self.softmax_a(nxt, self.BUDGET, shadows=16),
+                                budget=self.BUDGET)
             k.s_barrier()
             k.s_add_u32(STEP, STEP, 1)
             k.s_cmp_lt_u32(STEP, N_TILES)
 
     def qk_regs(self, s_out, softmax):
-        """16 MFMAs Sᵀ = K·Qᵀ from the K fragments in KV (slot f = kb * 8 + kk), `softmax` in their shadows."""
+        """16 MFMAs Sᵀ = K·Qᵀ from the K fragments in KV (slot f = kb * 8 + kk), `softmax` in their
+        shadows (what is left of it stays for the caller)."""
         k, Q = self.k, self.Q
         if self.setprio:
             k.s_setprio(1)
@@ -1032,9 +1174,7 @@ class _Builder:
             kb, kk = f // 8, f % 8
             acc = s_out[16 * kb:16 * kb + 15]
             self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], Q[4 * kk:4 * kk + 3], 0 if kk == 0 else acc)
-            self.feed(softmax, self.BUDGET, start=f == 0)
-        for _ in softmax:
-            pass
+            self.feed(softmax, self.BUDGET)
         if self.setprio:
             k.s_setprio(0)
 
@@ -1071,7 +1211,7 @@ class _Builder:
             self.tile_offsets(nks, nvs - 1)
             with k.region("qk_softmax", expect={"mfma": nqk, "ds_read": self.qk_reads - ahead, "lds_dma": nk + nv,
                                                  "exp": 32 - self.EXP_A}):
-                self.qk_cluster(nxt, (r + 1) % nks, softmax=self.softmax_b(cur),
+                self.qk_cluster(nxt, (r + 1) % nks, softmax=self.softmax_b(cur, self.SPLIT_BUDGET[0]),
                                 dma=self.dma_gen(r % nks, (r + nvs - 1) % nvs, self.dma_order),
                                 budget=self.SPLIT_BUDGET[0], preread=True)
             self.rescale_o_split(r, "m" if copy == "masked" else "")
@@ -1087,7 +1227,7 @@ class _Builder:
                 k.label(f".Lmasked_{r}")
                 self.mask_tile(nxt)
             with k.region("pv", expect={"mfma": self.pv_mfmas, "ds_read": self.pv_reads + ahead, "exp": self.EXP_A}):
-                self.pv_cluster(cur, r % nvs, softmax=self.softmax_a(nxt), budget=self.SPLIT_BUDGET[1],
+                self.pv_cluster(cur, r % nvs, softmax=self.softmax_a(nxt, self.SPLIT_BUDGET[1]), budget=self.SPLIT_BUDGET[1],
                                 hook=(self.PV_BARRIER, lambda: self.step_barrier((r + 2) % nks)))
             k.s_add_u32(STEP, STEP, 1)
             k.s_cmp_lt_u32(STEP, N_TILES)
@@ -1109,7 +1249,7 @@ class _Builder:
         k.s_cmp_lg_u64(LAZY, 0)
         k.s_cbranch_scc0(k.L(skip))
         with k.region("rescale_o", expect={"valu": 34, "exp": 1}):
-            k.v_exp_f32(CORR, CORR)
+            k.v_exp_f32(CORR, -CORR)                                    # CORR = m_new - m_old (max_corr)
             k.s_nop(0)                                                  # TRANS result -> VALU read
             k.v_mul_f32(L_RUN, L_RUN, CORR)
             for i in range(0, 64, 2):

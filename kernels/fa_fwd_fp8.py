@@ -299,7 +299,7 @@ class _Fp8Builder(F._Builder):
                 self.read_k_frag(f + ns, (f + ns) % ns, kbuf)
             self.fill(dma, 3 * (g.k_dma + g.v_dma) // n + 1)
             if budget:
-                self.feed(softmax, budget, start=f == 0)
+                self.feed(softmax, budget)
             else:
                 self.fill(softmax, 150 // n)
         self.fill(dma)
@@ -335,7 +335,7 @@ class _Fp8Builder(F._Builder):
             if db + 2 < nb:
                 self.read_v(db + 2, vbuf)
             if softmax is not None:
-                self.feed(softmax, budget, start=db == 0)
+                self.feed(softmax, budget)
             if hook and db == hook[0]:
                 hook[1]()
         kbuf, self._k_spread = self._k_spread, None
@@ -343,45 +343,41 @@ class _Fp8Builder(F._Builder):
             for f in range(len(self.qk_frags())):
                 self.read_k_frag(f, f, kbuf)
                 self.fill(softmax, self.K_SPREAD)
-        for _ in softmax or ():
-            pass
+        self.fill(softmax)
         if self.setprio:
             k.s_setprio(0)
 
     # ---- softmax: packed f32 where fa_fwd has one VALU per score --------------------------------
     def exp_args(self, X):
         """S*c - m two scores per v_pk_fma_f32 (16 instead of 32 VALU)."""
-        k = self.k
-        k.v_sub_f32(M2[0], 0, F.M_RUN); yield
-        k.v_mov_b32(M2[1], M2[0]); yield
+        OP = F.OP
+        yield OP.v_sub_f32(M2[0], 0, F.M_RUN)
+        yield OP.v_mov_b32(M2[1], M2[0])
         for i in range(16):
-            k.v_pk_fma_f32(X[2 * i:2 * i + 1], X[2 * i:2 * i + 1], C2, M2); yield
+            yield OP.v_pk_fma_f32(X[2 * i:2 * i + 1], X[2 * i:2 * i + 1], C2, M2)
 
     def row_sum(self, X):
         """L += Σ P by v_pk_add_f32 into two alternating pairs (M2 and T0:T1, free here), so no packed
         add reads the one just before it (a packed write -> VALU read needs 1 wait state): 20 VALU, not 32."""
-        k, acc = self.k, (M2, v[20:21])
+        OP, acc = F.OP, (M2, v[20:21])
         assert (F.T0, F.T1) == (acc[1][0], acc[1][1])
-        k.v_pk_add_f32(acc[0], X[0:1], X[2:3]); yield
-        k.v_pk_add_f32(acc[1], X[4:5], X[6:7]); yield
+        yield OP.v_pk_add_f32(acc[0], X[0:1], X[2:3])
+        yield OP.v_pk_add_f32(acc[1], X[4:5], X[6:7])
         for i in range(4, 16):
-            k.v_pk_add_f32(acc[i % 2], acc[i % 2], X[2 * i:2 * i + 1]); yield
+            yield OP.v_pk_add_f32(acc[i % 2], acc[i % 2], X[2 * i:2 * i + 1])
         for r in (M2[0], M2[1], F.T0, F.T1):
-            k.v_add_f32(F.L_RUN, F.L_RUN, r); yield
+            yield OP.v_add_f32(F.L_RUN, F.L_RUN, r)
 
-    def pack_p(self, X):
-        """P to fp8 in place: key block kb's 16 accumulators -> X[4kb:4kb+3] (accumulator 4m+e ->
-        byte e of register m), then permlane32 swaps X[i] (hi lanes) with X[4+i] (lo lanes): lane
-        half h holds block h's keys in X[0:7] (fa_layouts.p_key_fp8)."""
-        k = self.k
-        for kb in range(2):
-            for m in range(4):
-                for hi in range(2):
-                    src = X[16 * kb + 4 * m + 2 * hi]
-                    k.v_cvt_pk_fp8_f32(X[4 * kb + m], src, X[16 * kb + 4 * m + 2 * hi + 1],
-                                       **({"op_sel": [0, 0, 1]} if hi else {})); yield
-        for i in range(4):
-            k.v_permlane32_swap_b32(X[i], X[4 + i]); yield
+    def pack_groups(self, X):
+        """P to fp8 in place (fa_fwd.pack_p's groups): key block kb's 16 accumulators -> X[4kb:4kb+3]
+        (accumulator 4m+e -> byte e of register m), then permlane32 swaps X[i] (hi lanes) with X[4+i]
+        (lo lanes): lane half h holds block h's keys in X[0:7] (fa_layouts.p_key_fp8)."""
+        OP = F.OP
+
+        def cvts(kb):
+            return [OP.v_cvt_pk_fp8_f32(X[4 * kb + m], X[16 * kb + 4 * m + 2 * hi], X[16 * kb + 4 * m + 2 * hi + 1],
+                                        **({"op_sel": [0, 0, 1]} if hi else {})) for m in range(4) for hi in range(2)]
+        return [(7, cvts(0)), (15, cvts(1) + [OP.v_permlane32_swap_b32(X[i], X[4 + i]) for i in range(4)])]
 
     # ---- head dim 256: one Sᵀ tile, the step's phases in turn ----------------------------------
     def body(self, p, group_b=False):
@@ -409,7 +405,7 @@ class _Fp8Builder(F._Builder):
             k.s_mul_i32(F.V_TILE_OFF, F.ST0, F.V_SS64)
             k.s_waitcnt(vmcnt=nk + nv)
             k.s_barrier()                     # K_j in LDS; every wave done with step j-1's P·V (V buffer 1-p)
-            vdma = (self.dma("v", 1 - p, i, F.V_TILE_OFF) for i in range(nv))
+            vdma = (inst for i in range(nv) for inst in self.dma_ops("v", 1 - p, i, F.V_TILE_OFF))
             with k.region("qk", expect={"mfma": 2 * g.k_steps, "ds_read": self.qk_reads, "lds_dma": nv}):
                 self.qk_cluster(S, p, softmax=None, dma=vdma)
             k.s_nop(15)                       # 16-pass MFMA D -> VALU (mask / softmax) needs 20 wait states

@@ -227,20 +227,29 @@ def k_read_imm(kb: int, kk: int, k_stride: int = K_STRIDE) -> int:
     return 32 * kb * k_stride + 32 * kk
 
 
+def p_key(k):
+    """Key (within the 16 of a P·V MFMA step) at position k of the MFMA's k dimension: the order in
+    which the packed Sᵀ accumulators hold them (pack_p), so P needs no lane exchange; Vᵀ is read in
+    the same order. Lane half h = k // 8 holds the Sᵀ keys 4h + 0..3 and 8 + 4h + 0..3 (s_key)."""
+    k = np.asarray(k)
+    return 4 * (k // 8) + 8 * ((k % 8) // 4) + k % 4
+
+
 def v_read_addr(lane):
-    """V as the A operand of Oᵀ = Vᵀ·Pᵀ: A[i=d][k=key] lane = d + 32*(key//8), 8 consecutive keys.
+    """V as the A operand of Oᵀ = Vᵀ·Pᵀ: A[i=d][k] lane = d + 32*(k//8), vgpr (k%8)//2, key p_key(k).
     ds_read_b64_tr_b16 (§3.1): in 16-lane block g the output lane j gets column j of the 4 rows read
-    by lanes 4r..4r+3 (4 b16 each).  So reader lane 16g + 4r + c reads row 8*(g//2) + r, columns
-    16*(g%2) + 4c .. +3; output lane 16g + j then holds d = 16*(g%2) + j, keys 8*(g//2) + 0..3."""
+    by lanes 4r..4r+3 (4 b16 each).  So reader lane 16g + 4r + c reads row 4*(g//2) + r, columns
+    16*(g%2) + 4c .. +3; output lane 16g + j then holds d = 16*(g%2) + j, keys 4*(g//2) + 0..3
+    (k%8 = 0..3 of lane half g//2: p_key)."""
     lane = np.asarray(lane)
     g, r, c = lane // 16, (lane % 16) // 4, lane % 4
-    return (8 * (g // 2) + r) * V_STRIDE + (16 * (g % 2) + 4 * c) * 2
+    return (4 * (g // 2) + r) * V_STRIDE + (16 * (g % 2) + 4 * c) * 2
 
 
 def v_read_imm(db: int, kk: int, t: int) -> int:
-    """Fragment (d block db, keys 16kk..16kk+15); t = 0 loads keys +0..3 (vgprs 0-1), t = 1 keys
-    +4..7 (vgprs 2-3) of the lane's 8-key run."""
-    return (16 * kk + 4 * t) * V_STRIDE + 64 * db
+    """Fragment (d block db, keys 16kk..16kk+15); t = 0 loads k%8 = 0..3 (vgprs 0-1), t = 1 k%8 = 4..7
+    (vgprs 2-3), which p_key puts 8 keys further."""
+    return (16 * kk + 8 * t) * V_STRIDE + 64 * db
 
 
 def o_voffset(lane, q0: int, o_row_stride: int):
@@ -466,14 +475,11 @@ def pack_p(s_acc, dtype: str):
     """Sᵀ accumulators (2 blocks x 16 f32) -> Pᵀ B operands for 4 MFMAs (keys 16kk..16kk+15).
 
     In place as the kernel does it: regs 8kk..8kk+3 become cvt_pk(8kk+0,1), (2,3), (4,5), (6,7),
-    then permlane32_swap(r0, r2) and (r1, r3) move keys 8..11 of the low lane half and 4..7 of
-    the high half across, so each lane holds 8 consecutive keys (lane half h: keys 8h..8h+7)."""
+    nothing more: the MFMA's k order is the accumulators' key order (p_key), and V is read in it."""
     regs = np.zeros((64, 16), np.uint32)
     for kk in range(4):
         src = s_acc[:, 8 * kk: 8 * kk + 8]
         p = [pack(f32_to_b16(src[:, 2 * e], dtype), f32_to_b16(src[:, 2 * e + 1], dtype)) for e in range(4)]
-        p[0], p[2] = permlane32_swap(p[0], p[2])
-        p[1], p[3] = permlane32_swap(p[1], p[3])
         regs[:, 4 * kk: 4 * kk + 4] = np.stack(p, axis=1)
     return regs
 

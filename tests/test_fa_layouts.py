@@ -166,15 +166,17 @@ def test_v_transpose_reads_and_p_packing_give_pv(dtype):
             kb, r = divmod(col, 16)
             p[lane % 32, L.s_key(lane, r, kb)] = L.b16_to_f32(L.f32_to_b16(s_acc[lane, col], dtype), dtype)
     pregs = L.pack_p(s_acc, dtype)
+    keys = L.p_key(np.arange(16))                                            # the MFMA's k order
+    assert sorted(keys) == list(range(16))
     for kk in range(4):
-        bmat = L.mfma_ab_decode(pregs[:, 4 * kk:4 * kk + 4], dtype, "B")      # [key][q]
-        assert np.array_equal(bmat, p[:, 16 * kk:16 * kk + 16].T)
+        bmat = L.mfma_ab_decode(pregs[:, 4 * kk:4 * kk + 4], dtype, "B")      # [k][q]
+        assert np.array_equal(bmat, p[:, 16 * kk + keys].T)
     for db in range(4):
         acc = np.zeros((64, 16), np.float32)
         for kk in range(4):
             a = np.concatenate([L.ds_read_b64_tr_b16(lds, L.LDS_V[0] + L.v_read_addr(LANES) + L.v_read_imm(db, kk, t))
                                 for t in range(2)], axis=1)
-            assert np.array_equal(L.mfma_ab_decode(a, dtype, "A"), v[16 * kk:16 * kk + 16, 32 * db:32 * db + 32].T)
+            assert np.array_equal(L.mfma_ab_decode(a, dtype, "A"), v[16 * kk + keys, 32 * db:32 * db + 32].T)
             acc = L.mfma_32x32x16(a, pregs[:, 4 * kk:4 * kk + 4], acc, dtype)
         ref = v[:, 32 * db:32 * db + 32].T.astype(np.float64) @ p.T.astype(np.float64)
         np.testing.assert_allclose(L.mfma_d_decode(acc), ref, rtol=1e-5, atol=1e-4)
