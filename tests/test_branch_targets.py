@@ -103,21 +103,18 @@ def test_two_labels_at_one_address_make_objdump_name_the_branch_and_the_header_d
     assert r.exit_code == 0 and "never defined" not in r.output
 
 
-def test_a_branch_into_an_instruction_is_one_error_naming_both_addresses(tmp_path):
-    # s_branch +1 skips one dword: into the second word of the 8-byte VOP3 after it
-    co_path = _object(tmp_path, "\t.long 0xBF820001\n\tv_add_f32_e64 v1, v2, v3\n\ts_endpgm\n", "mid")
+# s_branch +1 skips one dword: into the second word of the 8-byte VOP3 after it; s_branch -16
+# lands 60 bytes before the kernel
+@pytest.mark.parametrize("word, where", [
+    (0xBF820001, lambda k: f"jumps to 0x{k + 8:x}, into the middle of the instruction at 0x{k + 4:x}"),
+    (0xBF82FFF0, lambda k: f"jumps to 0x{k + 4 - 64:x}, outside k [0x{k:x}, 0x{k + 16:x})")], ids=["inside", "outside"])
+def test_a_bad_branch_target_is_one_error_naming_both_addresses(tmp_path, word, where):
+    co_path = _object(tmp_path, f"\t.long 0x{word:08X}\n\tv_add_f32_e64 v1, v2, v3\n\ts_endpgm\n", "bad")
     base = read_code_object(co_path).kernel("k").addr
-    r = _run("stats", co_path)
-    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
-    assert f"at 0x{base:x} jumps to 0x{base + 8:x}, into the middle of the instruction at 0x{base + 4:x}" in r.output
-
-
-def test_a_branch_outside_its_kernel_is_one_error_naming_both_addresses(tmp_path):
-    co_path = _object(tmp_path, "\t.long 0xBF82FFF0\n\tv_add_f32_e64 v1, v2, v3\n\ts_endpgm\n", "out")
-    base = read_code_object(co_path).kernel("k").addr
-    r = _run("check", co_path)
-    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
-    assert f"at 0x{base:x} jumps to 0x{base + 4 - 64:x}, outside k [0x{base:x}, 0x{base + 16:x})" in r.output
+    for cmd in ("stats", "check"):
+        r = _run(cmd, co_path)
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+        assert f"at 0x{base:x} {where(base)}" in r.output
 
 
 @pytest.mark.skipif(not REPRO.exists(), reason=f"{REPRO} is absent (../shared holds aiter's kernels)")

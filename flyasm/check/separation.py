@@ -13,12 +13,13 @@ unbounded (CYCLE). Two questions:
 * `between(a, c, kind)`: the most ops of `kind` on a walk from a to c (CYCLE: a loop on the way).
 
 Bounds (B blocks, E edges, W = B/64 machine words of a mask):
-* a cut graph: O((B + E) × W), once per anchor that is asked about;
-* dominators of the consumers' blocks, from the successors of a producer's block: O((B + E) × d)
-  with d the loop nesting depth (Cooper, Harvey, Kennedy), once per producer block;
+* a cut graph: O((B + E) × W), once per block an anchor is in (at most B of them);
+* dominators from the successors of a producer's block: O((B + E) × d) with d the loop nesting
+  depth (Cooper, Harvey, Kennedy), once per producer block (at most B);
 * `bypass`: O(successors of the producer's block) mask tests;
 * `between`: one walk, O(B + E), once per (anchor, consumer block, class);
-* `candidates`: O(dominator depth), plus a cut graph per dominator not cut before.
+* `candidates`: O(dominator depth) once per (producer block, consumer block), then O(1).
+So at most O(B × (B + E) × W) of graph work per program, whatever the number of findings.
 Nothing enumerates paths: each walk settles every block once.
 """
 from __future__ import annotations
@@ -250,10 +251,11 @@ class Separation:
             return self._doms[bp]
         blocks = self.cfg.blocks
         roots = blocks[bp].succs
-        post, seen = [], set(roots)
-        for r in roots:
-            if r in post:
+        post, seen = [], set()
+        for r in roots:                          # one depth-first search from the virtual root
+            if r in seen:
                 continue
+            seen.add(r)
             stack = [(r, iter(blocks[r].succs))]
             while stack:
                 b, it = stack[-1]
