@@ -121,7 +121,8 @@ def _ref_group_fixes(items, findings):
 REGS = (10, 11, 12, 13)
 BODY = ["global_load_dword v{r}, v[0:1], off", "global_load_dword v{r}, v[0:1], off", "ds_read_b32 v{r}, v0",
         "s_load_dword s{r}, s[0:1], 0x0", "v_add_f32_e32 v20, v{r}, v{q}", "v_add_f32_e32 v{r}, v{q}, v{q}",
-        "s_add_u32 s20, s{r}, 1", "s_waitcnt vmcnt(1)", "s_waitcnt lgkmcnt(0)", "v_mov_b32 v21, 0"]
+        "s_add_u32 s20, s{r}, 1", "s_waitcnt vmcnt(1)", "s_waitcnt lgkmcnt(0)", "v_mov_b32 v21, 0",
+        "flat_load_dword v{r}, v[0:1]"]
 
 
 def _program(rng: random.Random, blocks: int) -> list[str]:

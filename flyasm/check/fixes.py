@@ -70,18 +70,22 @@ def _wanted(f: Finding) -> dict:
     return {c: int(v) for c, v in _CNT.findall(f.fix)}
 
 
-def _covers(sep: Separation, a: int, f: Finding, ctr: str, v: int) -> int | None:
-    """The counter value at anchor `a` that retires f's producer before f's consumer, or None when
-    a walk from the producer reaches the consumer (or a loop) without passing `a`."""
+def _covers(sep: Separation, a: int, f: Finding, want: dict) -> dict | None:
+    """Per counter, the value at anchor `a` that retires f's producer before f's consumer (want:
+    the values the consumer needs), or None when a walk from the producer reaches the consumer
+    (or a loop) without passing `a`."""
     p, c = f.producer.index, f.consumer.index
     if a == c:
-        return v
+        return dict(want)
     if sep.bypass(p, a, c):
         return None
-    between = sep.between(a, c, sep.kind(p, ctr))
-    if between is None:
-        return None
-    return max(0, v - between)
+    out = {}
+    for ctr, v in want.items():
+        between = sep.between(a, c, sep.kind(p, ctr))
+        if between is None:
+            return None
+        out[ctr] = max(0, v - between)
+    return out
 
 
 def _candidates(ranges, in_block: dict, own: int | None, made: int):
@@ -110,6 +114,7 @@ def group_fixes(items: list, findings: list[Finding]) -> list[Fix]:
     # order of their consumers, so both lists ascend
     in_block: dict[int, tuple[list[int], list[int]]] = {}
     at_consumer: dict[int, int] = {}             # consumer -> the wait anchored at it (it covers all of its findings)
+    wanted: dict[str, dict] = {}                 # fix text -> the counter values it names
     for f in sorted(unique(findings), key=lambda f: (f.consumer.index, f.rule)):
         c = f.consumer.index
         if f.kind != "waitcnt":
@@ -120,15 +125,18 @@ def group_fixes(items: list, findings: list[Finding]) -> list[Fix]:
             fx.nops = max(fx.nops, f.needed - f.found)
             fx.findings.append(f)
             continue
-        want = _wanted(f) or {"vm": f.needed}
+        want = wanted.get(f.fix)
+        if want is None:
+            want = wanted[f.fix] = _wanted(f)
+        want = want or {"vm": f.needed}
         p = f.producer.index if f.producer else None
         joined = False
         order = () if sep is None or p is None else _candidates(sep.candidates(p, c), in_block, at_consumer.get(c),
                                                                 len(waits))
         for n in order:
             fx = waits[n]
-            at = {ctr: _covers(sep, fx.anchor, f, ctr, v) for ctr, v in want.items()}
-            if any(x is None for x in at.values()):
+            at = _covers(sep, fx.anchor, f, want)
+            if at is None:
                 continue
             for ctr, x in at.items():
                 fx.counters[ctr] = min(fx.counters.get(ctr, x), x)
