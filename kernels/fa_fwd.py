@@ -946,6 +946,9 @@ class _Builder:
         doubles = max(0, min(self.EXP_A // 2, self.EXP_A - free))
         groups = [[2 * d, 2 * d + 1] for d in range(doubles)] + [[i] for i in range(2 * doubles, self.EXP_A)]
         per, done = self.per_exp(budget), 0
+        if doubles:                            # the doubled exp2s' arguments first: nothing between the two
+            yield from args[:doubles + 1]
+            done = doubles + 1
         for g in groups:
             # the arguments of the group's exp2s out, and one more (a packed write -> VALU read: 1 wait state)
             while done < min(g[-1] // 2 + 2, 16):
@@ -1284,7 +1287,6 @@ class _Builder:
     def epilogue(self):
         k = self.k
         with k.region("epilogue"):
-            k.s_waitcnt(vmcnt=0)                                        # the last (clamped) DMAs
             k.v_mov_b32(T0, L_RUN)
             k.s_nop(1)
             k.v_permlane32_swap_b32(L_RUN, T0)
@@ -1296,8 +1298,8 @@ class _Builder:
             self.o_scale()
             k.s_nop(8)                                                  # last PV MFMA -> VALU read of O
             O, nb = self.O, self.n_db
-            for i in range(16 * nb):
-                k.v_mul_f32(O[i], CORR, O[i])
+            for i in range(0, 16 * nb, 2):                              # two accumulators per op, CORR = v18 both
+                k.v_pk_mul_f32(O[i:i + 1], O[i:i + 1], v[18:19], op_sel_hi=[1, 0])
             with k.region("store_o", expect={"vmem_store": 2 * nb, "valu": 12 * nb}):
                 for db in range(nb):
                     for c in range(2):
@@ -1378,14 +1380,15 @@ class _Builder:
         if self.group or self.passes > 1:
             k.label(".Lpass_end")
         if self.passes > 1:
-            # the second tile reuses LDS and the O/Q registers: stores issued, every wave past its reads
+            # the second tile reuses LDS: every wave past its reads; a wave's DMAs into its own chunks
+            # land in order, and a store has its data once issued, so nothing waits for memory here
             k.s_add_u32(PASS, PASS, 1)
             k.s_cmp_lt_u32(PASS, 2)
             k.s_cbranch_scc0(k.L(".Lend"))
-            k.s_waitcnt(vmcnt=0)
             k.s_barrier()
             k.s_branch(k.L(".Lpass"))
             k.label(".Lend")
+        k.s_waitcnt(vmcnt=0)              # the last (clamped) LDS-DMAs land before the workgroup's LDS is freed
         k.s_endpgm()
         return k
 
