@@ -49,7 +49,7 @@ exact enough in bf16 and far from fp32 overflow), so O is rarely rescaled.
 build(split=False, stagger=True) runs waves 0-3 and 4-7 half a phase apart (race-freedom argument in build()).
 
 Supported: head dim 128; 1 ≤ seqlen_q, seqlen_k < 2^24 with any remainder (masking); row strides
-≥ 256 bytes and multiples of 16 bytes; byte offsets of one (batch, head) slice < 2^32; causal is
+≥ 256 bytes and multiples of 16 bytes; byte offsets of one (batch, head) slice < 2^32 - 16; causal is
 top-left aligned (query i sees keys 0..i), as torch's `is_causal`.
 """
 from __future__ import annotations
@@ -79,6 +79,10 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 LAZY_THRESHOLD = 8.0           # log2 units: P = exp2(S - m_stale) ≤ 2^8
 RSRC_WORD3 = 0x00020000        # raw buffer, 32-bit data format (gfx9 V# word 3)
+# a dump DMA's lane offset (fa_layouts.dma_m0): past every buffer's range (offset + soffset >= num_records,
+# the tile's offset in soffset being below num_records), so it reads nothing from memory and writes zeros
+# to its wave's dump slot (keeping vmcnt uniform costs no memory traffic)
+DUMP_VOFFSET = 0xFFFFFFF0
 
 # ---- the register plan (inclusive ranges) --------------------------------------------------------
 #  region       registers      holds
@@ -333,6 +337,7 @@ class _Builder:
         self.dma_order = ("v", "k") if g.v_stages < g.k_stages else ("k", "v")
         self.in_flight = self._barrier_in_flight()
         self.softmax_valu = (136, 161)                                      # VALU of one softmax (expects)
+        self.q_rows_pending = False   # load_q issued Q in rows16 order: q_permute fixes it once it has landed
         self.mask_loop = False        # split loop: a copy without mask code runs until the first masked step
         self.qk_drain = 0             # s_nop wait states between the first Q·Kᵀ and the split loop's mask (fp8: 16 passes)
         name = build_name(dtype, causal, num_heads, num_kv_heads, aiter_args, stagger, group, align, head_dim)
@@ -544,8 +549,14 @@ class _Builder:
                         for buf in range(len(bases)):
                             k.s_add_u32(self.m0_sgpr[tensor, buf, i], ST1, g.lds_dump)
                         k.label(f".Lm0_{tensor}{i}")
-                        k.s_min_u32(ST0, ST0, nch - 1)                 # global rows: clamped chunk
-                    self.dma_voffset(tensor, (self.K_DMA if tensor == "k" else self.V_DMA)[i], cols)
+                    dst = (self.K_DMA if tensor == "k" else self.V_DMA)[i]
+                    self.dma_voffset(tensor, dst, cols)
+                    if (tensor, 0, i) in self.m0_sgpr:                 # a dump DMA fetches nothing
+                        k.s_add_u32(ST0, WAVE, g.waves * i)
+                        k.s_cmp_lt_u32(ST0, nch)
+                        k.s_cbranch_scc1(k.L(f".Lvoff_{tensor}{i}"))
+                        k.v_mov_b32(dst, DUMP_VOFFSET)
+                        k.label(f".Lvoff_{tensor}{i}")
             self.lds_read_bases()
             k.v_mov_b32(NEG_INF, float("-inf"))
 
@@ -647,8 +658,7 @@ class _Builder:
             k.v_add_u32(TMP[0], Q0, TMP[0])                             # q = q0 + lane % 32
             k.v_mul_lo_u32(Q_VOFF, TMP[0], A["q_ss"])
             k.v_add_u32(Q_VOFF, Q_VOFF, TMP[3])
-            k.v_mul_lo_u32(O_VOFF, TMP[0], A["o_ss"])
-            k.v_add_u32(O_VOFF, O_VOFF, TMP[3])
+            self.rows16_voffset(O_VOFF, A["o_ss"])
             k.v_lshlrev_b32(LSE_VOFF, 2, TMP[0])
             if self.causal:
                 k.v_sub_u32(QLIM, TMP[0], H4)
@@ -690,17 +700,51 @@ class _Builder:
             self.scale_q()
         self._first_qk()
 
+    def rows16_voffset(self, dst, row_stride):
+        """dst = fa_layouts.o_voffset: (q0 + lane % 16) * row_stride + 32 * ((lane // 16) % 2) + 16 * (lane // 32)
+        (TMP[3] = 16 * (lane // 32) from tile_setup)."""
+        k = self.k
+        k.v_and_b32(TMP[1], 15, LANE)
+        k.v_add_u32(TMP[1], Q0, TMP[1])                                 # q0 + lane % 16
+        k.v_mul_lo_u32(dst, TMP[1], row_stride)
+        k.v_bfe_u32(TMP[2], LANE, 4, 1)
+        k.v_lshlrev_b32(TMP[2], 5, TMP[2])                              # 32 * ((lane // 16) % 2)
+        k.v_add3_u32(dst, dst, TMP[2], TMP[3])
+
     def load_q(self):
-        """Q as the B operand of Sᵀ = K·Qᵀ: one dwordx4 per MFMA k-step (AGPRs for head dim 192)."""
-        for kk in range(self.g.k_steps):
-            self.k.buffer_load_dwordx4(self.Q[4 * kk:4 * kk + 3], Q_VOFF, RS_Q, 0, offen=True, offset=L.q_imm(kk))
+        """Q as the B operand of Sᵀ = K·Qᵀ. Head dim 128: fa_layouts.load_q_regs, two dwordx4 per pair
+        of k-steps (16 rows x 64 bytes each: half the 128-byte lines of one row per lane; q_permute puts
+        the rows in place once they land); head dim 192 (Q in AGPRs, which permlanes cannot take): one
+        dwordx4 per k-step at Q_VOFF (fa_layouts.q_voffset)."""
+        k = self.k
+        if self.g.d_qk != 128:
+            for kk in range(self.g.k_steps):
+                k.buffer_load_dwordx4(self.Q[4 * kk:4 * kk + 3], Q_VOFF, RS_Q, 0, offen=True, offset=L.q_imm(kk))
+            return
+        self.rows16_voffset(TMP[4], ARG_SGPR["q_ss"])
+        k.s_lshl_b32(ST1, ARG_SGPR["q_ss"], 4)                           # set 1: 16 rows on
+        for m in range(self.g.k_steps // 2):
+            for st in range(2):
+                k.buffer_load_dwordx4(self.Q[8 * m + 4 * st:8 * m + 4 * st + 3], TMP[4], RS_Q, ST1 if st else 0,
+                                      offen=True, offset=L.o_imm(m))
+        self.q_rows_pending = True
+
+    def q_permute(self):
+        """After load_q's loads landed (once): permlane16_swap of each pair of k-steps (load_q_regs)."""
+        if not self.q_rows_pending:
+            return
+        self.q_rows_pending = False
+        for m in range(self.g.k_steps // 2):
+            for e in range(4):
+                self.k.v_permlane16_swap_b32(self.Q[8 * m + e], self.Q[8 * m + 4 + e])
 
     def scale_q(self):
         """In-flight Q scaling: Q <- round(Q * scale*log2e), so S comes out in exp2 units."""
         k = self.k
         Q = self.Q
-        with k.region("scale_q", expect={"valu": 160}):
+        with k.region("scale_q", expect={"valu": (160, 176)}):
             k.s_waitcnt(vmcnt=2 * self.g.k_dma + self.g.v_dma)          # Q landed
+            self.q_permute()
             lo, hi = TMP[0], TMP[1]
             for i in range(32):
                 if self.dtype == "bf16":
@@ -717,6 +761,7 @@ class _Builder:
         k = self.k
         g = self.g
         k.s_waitcnt(vmcnt=(g.k_stages - 1) * g.k_dma + (g.v_stages - 1) * g.v_dma)    # K_0 landed (this wave's part)
+        self.q_permute()                                                # (Q before it)
         k.s_barrier()                                                   # ... and every wave's
         with k.region("qk_first", expect={"mfma": 2 * g.k_steps, "ds_read": self.qk_reads}):
             self.qk_cluster(S[0:31], 0, softmax=None, dma=None)
@@ -1007,10 +1052,21 @@ class _Builder:
         """S[key] = -inf where key >= seqlen_k or (causal) key > q: one compare per accumulator
         against t = min(seqlen_k - kbase, q + 1 - kbase) - 4*(lane//32) (fa_layouts.mask_const)."""
         k = self.k
-        skip = f".Lskip_mask_{p}{sfx}"
+        skip, partial = f".Lskip_mask_{p}{sfx}", f".Lpartial_mask_{p}{sfx}"
         k.s_add_u32(ST0, KBASE, 64)
         k.s_cmp_le_i32(ST0, MASK_LIMIT)                               # signed: bottom-right limits go < 0
         k.s_cbranch_scc1(k.L(skip))
+        # no key of the tile is valid for any of the wave's rows (the last row's limit is the first's
+        # + 31, or seqlen_k): the past-the-end steps and a causal wave's steps past its diagonal
+        k.s_add_i32(ST0, MASK_LIMIT, 31)
+        k.s_min_i32(ST0, ST0, ARG_SGPR["seqlen_k"])
+        k.s_cmp_lt_i32(KBASE, ST0)
+        k.s_cbranch_scc1(k.L(partial))
+        with k.region("mask_all", expect={"valu": 16}):
+            for i in range(0, 32, 2):                                 # S = (-inf, -inf): NEG_INF is v23, hi of v[22:23]
+                k.v_pk_mov_b32(X[i:i + 1], v[22:23], v[22:23], op_sel=[1, 1])
+        k.s_branch(k.L(skip))
+        k.label(partial)
         self.mask_tile(X)
         k.label(skip)
 
@@ -1300,8 +1356,10 @@ class _Builder:
             O, nb = self.O, self.n_db
             for i in range(0, 16 * nb, 2):                              # two accumulators per op, CORR = v18 both
                 k.v_pk_mul_f32(O[i:i + 1], O[i:i + 1], v[18:19], op_sel_hi=[1, 0])
-            with k.region("store_o", expect={"vmem_store": 2 * nb, "valu": 12 * nb}):
-                for db in range(nb):
+            k.s_lshl_b32(ST1, ARG_SGPR["o_ss"], 4)                     # 16 rows: the second set's soffset
+            with k.region("store_o", expect={"vmem_store": 2 * nb, "valu": 16 * nb}):
+                for db in range(nb):                                    # fa_layouts.pack_o / o_voffset
+                    sets = (O[16 * db:16 * db + 3], O[16 * db + 8:16 * db + 11])
                     for c in range(2):
                         base = 16 * db + 8 * c
                         for e in range(4):
@@ -1309,7 +1367,11 @@ class _Builder:
                         k.s_nop(1)
                         k.v_permlane32_swap_b32(O[base], O[base + 2])
                         k.v_permlane32_swap_b32(O[base + 1], O[base + 3])
-                        k.buffer_store_dwordx4(O[base:base + 3], O_VOFF, RS_O, 0, offen=True, offset=L.o_imm(db, c))
+                    k.s_nop(1)
+                    for e in range(4):                                  # set s: rows 16s..16s+15, 64 bytes each
+                        k.v_permlane16_swap_b32(sets[0][e], sets[1][e])
+                    for st in range(2):
+                        k.buffer_store_dwordx4(sets[st], O_VOFF, RS_O, ST1 if st else 0, offen=True, offset=L.o_imm(db))
             k.s_cmp_eq_u32(ARG_SGPR["has_lse"], 0)
             k.s_cbranch_scc1(k.L(".Ldone"))
             with k.region("store_lse", expect={"vmem_store": 1}):

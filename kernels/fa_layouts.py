@@ -216,6 +216,23 @@ def q_imm(kk: int) -> int:
     return 32 * kk
 
 
+def load_q_regs(qg, q0: int, q_row_stride: int, k_steps: int = 8):
+    """Q's B operands (q_voffset / q_imm) as the head-dim-128 kernel loads them: per pair of k-steps
+    2m, 2m+1 two dwordx4 as O is stored (o_voffset + o_imm(m), set s = rows 16s..16s+15: 16 rows of
+    64 contiguous bytes each, half q_voffset's 32 lines), then permlane16_swap(set 0 reg e, set 1 reg e)
+    (pack_o's last swap, its own inverse): set 0 becomes k-step 2m, set 1 k-step 2m+1."""
+    lanes = np.arange(64)
+    regs = []
+    for m in range(k_steps // 2):
+        sets = [[qg[o:o + 16].view(np.uint32) for o in o_voffset(lanes, q0 + 16 * st, q_row_stride) + o_imm(m)]
+                for st in range(2)]
+        sets = [np.stack(x) for x in sets]
+        for e in range(4):
+            sets[0][:, e], sets[1][:, e] = permlane16_swap(sets[0][:, e], sets[1][:, e])
+        regs += sets
+    return regs
+
+
 def k_read_addr(lane, k_stride: int = K_STRIDE):
     """K as the A operand: A[i=key][k=d] lane = key + 32*(d//8): ds_read_b128 of row key%32 at
     d = 16kk + 8*(lane//32); + k_read_imm(kb, kk) + buffer base."""
@@ -253,14 +270,15 @@ def v_read_imm(db: int, kk: int, t: int) -> int:
 
 
 def o_voffset(lane, q0: int, o_row_stride: int):
-    """After packing + permlane swaps, lane holds 8 consecutive d of query q0 + lane%32:
-    d = 32db + 16c + 8*(lane//32) + 0..7 -> dwordx4 at this offset + o_imm(db, c)."""
+    """After pack_o, register set s of d block db holds in lane 8 consecutive d of query
+    q0 + 16s + lane%16: d = 32db + 16*((lane//16)%2) + 8*(lane//32) + 0..7 -> dwordx4 at this offset
+    + o_imm(db) + 16s rows (the kernel's soffset): one store covers 64 contiguous bytes of 16 rows."""
     lane = np.asarray(lane)
-    return (q0 + lane % 32) * o_row_stride + 16 * (lane // 32)
+    return (q0 + lane % 16) * o_row_stride + 32 * ((lane // 16) % 2) + 16 * (lane // 32)
 
 
-def o_imm(db: int, c: int) -> int:
-    return 64 * db + 32 * c
+def o_imm(db: int) -> int:
+    return 64 * db
 
 
 def s_key(lane, r: int, kb: int):
@@ -461,6 +479,16 @@ def permlane32_swap(vdst, src0):
     return vdst, src0
 
 
+def permlane16_swap(vdst, src0):
+    """§3.2: in each lane half, src0 lanes 0..15 <-> vdst lanes 16..31; returns the new (vdst, src0)."""
+    vdst, src0 = np.array(vdst), np.array(src0)
+    for h in (0, 32):
+        tmp = src0[h:h + 16].copy()
+        src0[h:h + 16] = vdst[h + 16:h + 32]
+        vdst[h + 16:h + 32] = tmp
+    return vdst, src0
+
+
 def dma_x4(lds: np.ndarray, m0: int, glob: np.ndarray, voffset, num_records: int):
     """buffer_load_dwordx4 v, rsrc, 0 offen lds (§3.3): lane L copies 16 global bytes at voffset[L]
     (zero when out of range) to LDS m0 + 16 L."""
@@ -485,15 +513,20 @@ def pack_p(s_acc, dtype: str):
 
 
 def pack_o(o_acc, dtype: str):
-    """Oᵀ accumulators of one d block (16 f32) -> 2 x 4 VGPRs of 8 consecutive d (c = 0, 1)."""
-    out = []
+    """Oᵀ accumulators of one d block (16 f32) -> 2 sets of 4 VGPRs (o_voffset): per c (accumulators
+    8c..8c+7) cvt_pk, then permlane32_swap(r0, r2), (r1, r3): lane holds 8 consecutive d of query lane%32,
+    d = 16c + 8*(lane//32) + 0..7; then permlane16_swap(set 0 reg e, set 1 reg e) trades set 0's rows
+    16-31 for set 1's rows 0-15, so set s holds rows 16s..16s+15 (§3.2)."""
+    sets = []
     for c in range(2):
         src = o_acc[:, 8 * c: 8 * c + 8]
         p = [pack(f32_to_b16(src[:, 2 * e], dtype), f32_to_b16(src[:, 2 * e + 1], dtype)) for e in range(4)]
         p[0], p[2] = permlane32_swap(p[0], p[2])
         p[1], p[3] = permlane32_swap(p[1], p[3])
-        out.append(np.stack(p, axis=1))
-    return out
+        sets.append(p)
+    for e in range(4):
+        sets[0][e], sets[1][e] = permlane16_swap(sets[0][e], sets[1][e])
+    return [np.stack(p, axis=1) for p in sets]
 
 
 def wave_forward(q, k, v, *, dtype="bf16", scale=None, causal=False, q0=0, seqlen_k=None,
@@ -511,10 +544,8 @@ def wave_forward(q, k, v, *, dtype="bf16", scale=None, causal=False, q0=0, seqle
     q_stride, kv_stride = ROW_BYTES, ROW_BYTES
     # Q: global bytes -> B operands (in-flight scaling by scale*log2e, rounded back to bf16/f16).
     qg = f32_to_b16(q, dtype).view(np.uint8).reshape(-1)
-    voff = q_voffset(lanes, 0, q_stride)
     qregs = []
-    for kk in range(8):
-        regs = np.stack([qg[o + q_imm(kk): o + q_imm(kk) + 16].view(np.uint32) for o in voff])
+    for regs in load_q_regs(qg, 0, q_stride):
         lo, hi = unpack(regs)
         lo = f32_to_b16(b16_to_f32(lo, dtype) * c, dtype)
         hi = f32_to_b16(b16_to_f32(hi, dtype) * c, dtype)
@@ -582,8 +613,8 @@ def wave_forward(q, k, v, *, dtype="bf16", scale=None, causal=False, q0=0, seqle
     inv = (1.0 / l_full).astype(np.float32)
     out = np.zeros(32 * ROW_BYTES, np.uint8)
     for db in range(4):
-        for cc, regs in enumerate(pack_o(o_acc[db] * inv[:, None], dtype)):
-            offs = o_voffset(lanes, 0, ROW_BYTES) + o_imm(db, cc)
+        for st, regs in enumerate(pack_o(o_acc[db] * inv[:, None], dtype)):
+            offs = o_voffset(lanes, 16 * st, ROW_BYTES) + o_imm(db)
             for lane in range(64):
                 out[offs[lane]: offs[lane] + 16] = regs[lane].view(np.uint8)
     o = b16_to_f32(out.view(np.uint16).reshape(32, HEAD_DIM), dtype)

@@ -137,6 +137,10 @@ def test_k_and_q_fragments_give_s_transposed(dtype, g):
             L.dma_x4(lds, L.dma_m0(w, i, g.k_chunks, g.lds_k[1], g), kg,
                      L.dma_voffset(LANES, c, g.k_slots, row, g.k_cols), kg.size)
     qg = L.f32_to_b16(q, dtype).view(np.uint8).reshape(-1)
+    if g.d_qk == 128:                   # the kernel's load (load_q_regs) gives q_voffset's operands
+        for kk, regs in enumerate(L.load_q_regs(qg, 0, row)):
+            voff = L.q_voffset(LANES, 0, row) + L.q_imm(kk)
+            assert np.array_equal(regs, np.stack([qg[o:o + 16].view(np.uint32) for o in voff]))
     for kb in range(2):
         acc = np.zeros((64, 16), np.float32)
         for kk in range(g.k_steps):
@@ -188,10 +192,12 @@ def test_output_packing_gives_rows():
     out = np.zeros(32 * 256, np.uint8)
     for db in range(4):
         acc = L.mfma_d_encode(o[32 * db:32 * db + 32])
-        for c, regs in enumerate(L.pack_o(acc, "bf16")):
-            offs = L.o_voffset(LANES, 0, 256) + L.o_imm(db, c)
+        for st, regs in enumerate(L.pack_o(acc, "bf16")):
+            offs = L.o_voffset(LANES, 16 * st, 256) + L.o_imm(db)
             for lane in range(64):
                 out[offs[lane]:offs[lane] + 16] = regs[lane].view(np.uint8)
+            # one store: 16 rows x 64 contiguous bytes (16 lines of 128 B), not 32 rows x 32 bytes
+            assert len(set(offs // 64)) == 16 and sorted(offs % 64) == sorted(list(range(0, 64, 16)) * 16)
     got = L.b16_to_f32(out.view(np.uint16).reshape(32, 128), "bf16")
     assert np.array_equal(got, L.b16_to_f32(L.f32_to_b16(o.T, "bf16"), "bf16"))
 
