@@ -69,8 +69,8 @@ def perf_launch(kern, causal, batch, heads, seqlen, heads_k=None):
     """flyasm.perf.predict() arguments of an aiter-convention fa_fwd kernel at [batch, heads, seqlen, 128]
     (heads_k K/V heads, default heads): recorded at one head and TRACE_SEQLEN, the key loop scaled to
     seqlen (causal: aiter's paired grid, workgroup w runs Q tiles w and n-1-w, n+1 key tiles per
-    pair); compulsory DRAM traffic = Q, K, V, O once and the LSE. benchmarks/vs_aiter_model.py prices
-    ours with it too."""
+    pair); compulsory DRAM traffic = Q, K, V, O once and the LSE; a build(xcd_map=True) kernel's
+    wg_map (fa_fwd.xcd_item). benchmarks/vs_aiter_model.py prices ours with it too."""
     from flyasm.dispatch import aiter_grid
     from flyasm.run.args import pack_args, specs_from_kernel
     s0 = min(seqlen, TRACE_SEQLEN)
@@ -90,7 +90,8 @@ def perf_launch(kern, causal, batch, heads, seqlen, heads_k=None):
     hk = heads if heads_k is None else heads_k
     dram = 2 * batch * seqlen * row * (heads + hk) + 4 * batch * heads * seqlen
     return {"grid": aiter_grid(seqlen, heads, batch, 256, causal), "block": 512, "kernarg": kernarg,
-            "buffers": bufs, "trace_grid": aiter_grid(s0, 1, 1, 256, causal), "loop_scale": scale, "dram_bytes": dram}
+            "buffers": bufs, "trace_grid": aiter_grid(s0, 1, 1, 256, causal), "loop_scale": scale, "dram_bytes": dram,
+            **({"wg_map": kern.wg_map} if getattr(kern, "wg_map", None) else {})}
 
 
 # Verification shape: one (batch, head); seqlens not multiples of the 256-row Q tile or of the 64-key

@@ -297,7 +297,7 @@ def build_name(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_ar
 
 class _Builder:
     def __init__(self, dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
-                 stagger=False, group=False, align=None, head_dim=128, split=None, pingpong=True):
+                 stagger=False, group=False, align=None, head_dim=128, split=None, pingpong=True, xcd_map=False):
         if dtype not in ("bf16", "f16"):
             raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
         if head_dim not in L.GEOMETRY:
@@ -308,6 +308,9 @@ class _Builder:
             raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
         if group and not aiter_args:
             raise ValueError("group (varlen) mode takes aiter's arguments (aiter_args=True)")
+        if group and xcd_map:
+            raise ValueError("xcd_map remaps batch mode's grid (tiles, heads, batch); group mode's is (heads, batch, tiles)")
+        self.xcd_map = xcd_map
         align = default_align(aiter_args, align)
         if align not in ("top_left", "bottom_right"):
             raise ValueError(f"align is 'top_left' or 'bottom_right', not {align!r}")
@@ -346,6 +349,7 @@ class _Builder:
         self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024 if aiter_args else g.lds_bytes,
                         arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
         self.k.lds_scratch(g.lds_dump, g.lds_bytes)    # the DMA dump slots (fa_layouts.dma_m0)
+        self.k.wg_map = xcd_item if xcd_map else None  # which workgroup computes which item (perf.predict)
         extra = iter(PLAN_REGIONS_HD192["lds_addr2"])
         self.K_ADDR = K_ADDR + tuple(next(extra) for _ in range(2, g.k_stages))
         self.V_ADDR = V_ADDR + tuple(next(extra) for _ in range(2, g.v_stages))
@@ -450,33 +454,66 @@ class _Builder:
             k.s_sub_u32(A["seqlen_q"], s[85], s[84])
             k.s_sub_u32(A["seqlen_k"], s[83], s[82])
 
+    def divmod_uniform(self, quot, rem, num, den, t):
+        """quot, rem = divmod(num, den) of wave-uniform values below 2^24 (den > 0): the float quotient
+        (exact to +-1), then one integer correction each way; t: two scratch SGPRs."""
+        k = self.k
+        k.v_cvt_f32_u32(TMP[0], den)
+        k.v_rcp_f32(TMP[0], TMP[0])
+        k.v_cvt_f32_u32(TMP[1], num)
+        k.v_mul_f32(TMP[1], TMP[1], TMP[0])
+        k.v_cvt_u32_f32(TMP[1], TMP[1])
+        k.s_nop(0)                                                      # VALU write -> readfirstlane
+        k.v_readfirstlane_b32(quot, TMP[1])
+        k.s_mul_i32(rem, quot, den)
+        k.s_sub_u32(rem, num, rem)                                      # in [-den, 2 den)
+        for cmp, step in ((k.s_cmp_lt_i32, -1), (k.s_cmp_ge_i32, 1)):
+            k.s_add_i32(t[0], quot, step)
+            (k.s_add_i32 if step < 0 else k.s_sub_i32)(t[1], rem, den)
+            cmp(rem, 0 if step < 0 else den)
+            k.s_cselect_b32(quot, t[0], quot)
+            k.s_cselect_b32(rem, t[1], rem)
+
     def kv_head(self):
         """HK = head / gqa: compiled in (natural arguments) or from s_gqa at run time (aiter)."""
         k, head = self.k, self.wg_head
         if self.aiter:
-            # float quotient (exact to +-1 for head < 2^16), then one integer correction each way
-            gqa = AITER_SGPR["gqa"]
-            k.v_cvt_f32_u32(TMP[0], gqa)
-            k.v_rcp_f32(TMP[0], TMP[0])
-            k.v_cvt_f32_u32(TMP[1], head)
-            k.v_mul_f32(TMP[1], TMP[1], TMP[0])
-            k.v_cvt_u32_f32(TMP[1], TMP[1])
-            k.s_nop(0)                                                  # VALU write -> readfirstlane
-            k.v_readfirstlane_b32(HK, TMP[1])
-            k.s_mul_i32(ST0, HK, gqa)
-            k.s_sub_u32(ST0, head, ST0)                                 # remainder, in [-gqa, 2 gqa)
-            k.s_sub_u32(ST1, HK, 1)
-            k.s_cmp_lt_i32(ST0, 0)
-            k.s_cselect_b32(HK, ST1, HK)
-            k.s_add_u32(ST1, HK, 1)
-            k.s_cmp_ge_i32(ST0, gqa)
-            k.s_cselect_b32(HK, ST1, HK)
+            self.divmod_uniform(HK, ST0, head, AITER_SGPR["gqa"], (ST1, KBASE))
         elif self.gqa == 1:
             k.s_mov_b32(HK, head)
         elif self.gqa & (self.gqa - 1) == 0:
             k.s_lshr_b32(HK, head, int(math.log2(self.gqa)))
         else:
             k.s_mul_hi_u32(HK, head, -(-(1 << 32) // self.gqa) & 0xFFFFFFFF)   # magic multiply, head < 2^16
+
+    def xcd_remap(self):
+        """Batch mode, grid (X tiles or tile pairs, heads, batch): the hardware dispatches workgroups in
+        order (x fastest) round-robin over the 8 XCDs, so workgroup L = x + X*y of a batch runs on XCD
+        L % 8. Remapped, it computes work item (L % 8) * (X*heads / 8) + L // 8 (tile fastest): each
+        XCD gets a contiguous eighth of the items (whole heads when 8 divides the head count), and the
+        ~32 workgroups an XCD runs at a time are one head's tiles, reading the same K and V in step
+        (its L2 holds them once, not once per XCD). When 8 does not divide X*heads the map is the
+        identity. xcd_item is the same map for the timing model."""
+        k, A = self.k, ARG_SGPR
+        x, y = self.wg_tile, self.wg_head
+        heads = AITER_SGPR["q_head_num"] if self.aiter else self.num_heads
+        k.s_add_u32(ST0, A["seqlen_q"], self.g.block_q - 1)
+        k.s_lshr_b32(ST0, ST0, self.q_shift)                            # Q tiles
+        if self.passes > 1:
+            k.s_add_u32(ST0, ST0, 1)
+            k.s_lshr_b32(ST0, ST0, 1)                                   # tile pairs (aiter's tg_div = 2)
+        k.s_mul_i32(ST1, ST0, heads)                                    # workgroups of a batch
+        k.s_and_b32(KBASE, ST1, 7)
+        k.s_cbranch_scc1(k.L(".Lxcd_end"))
+        k.s_mul_i32(KBASE, ST0, y)
+        k.s_add_u32(KBASE, KBASE, x)                                    # L
+        k.s_lshr_b32(ST1, ST1, 3)
+        k.s_and_b32(STEP, KBASE, 7)
+        k.s_mul_i32(STEP, STEP, ST1)
+        k.s_lshr_b32(KBASE, KBASE, 3)
+        k.s_add_u32(KBASE, KBASE, STEP)                                 # work item
+        self.divmod_uniform(y, x, KBASE, ST0, (ST1, STEP))              # head, tile
+        k.label(".Lxcd_end")
 
     def setup(self):
         """Everything that does not depend on the Q tile: wave/lane ids, buffer resources, DMA M0s
@@ -487,6 +524,8 @@ class _Builder:
             k.v_readfirstlane_b32(WAVE, v[0])
             k.s_lshr_b32(WAVE, WAVE, 6)                          # wave = tid / 64, uniform
             k.v_and_b32(LANE, 63, v[0])
+            if self.xcd_map:
+                self.xcd_remap()
             self.kv_head()
             # buffer resources; num_records = rows * row stride: rows past the end read 0 / drop stores
             if self.group:                                       # rows of this sequence: start row * stride
@@ -1457,7 +1496,7 @@ class _Builder:
 
 def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, *, lazy_rescale=True,
           setprio=True, q_prescale=False, stagger=False, group=False, align=None, head_dim=128,
-          split=None, pingpong=True) -> Kernel:
+          split=None, pingpong=True, xcd_map=False) -> Kernel:
     """The attention forward kernel (see the module docstring for the pipeline and limits).
 
     head_dim: of Q and K, 128 or 192 (aiter's hd192/hd128 keys); V and O have head dim 128.  Head
@@ -1476,6 +1515,10 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
     align: the causal diagonal, "top_left" (torch: query i sees keys 0..i) or "bottom_right" (CK
     mask 2: keys 0..i + Sk - Sq; a query that sees no key gives O = 0, LSE = -inf); the default is
     bottom_right with aiter_args (aiter's causal key is mask 2), top_left otherwise.
+
+    xcd_map=True (batch mode): workgroup (x, y) of a batch computes the work item xcd_item gives, so
+    each XCD runs whole heads and its L2 holds a head's K and V once (_Builder.xcd_remap); the grid
+    stays aiter's.
 
     q_prescale=True folds scale*log2(e) into Q when Q is loaded (Q rounded back to bf16/f16);
     the default applies it in the exponent instead, v_fma_f32(S, c, -m) in place of v_sub_f32(S, m):
@@ -1514,7 +1557,20 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
         before its extra barrier (K_1).  A's waits are the default ones (B reads A's tiles later).
     Group A runs the default loop body; the default kernel's instruction stream is unchanged."""
     return _Builder(dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
-                    stagger, group, align, head_dim, split, pingpong).build()
+                    stagger, group, align, head_dim, split, pingpong, xcd_map).build()
+
+
+def xcd_item(grid, x, y, z):
+    """The work item (tile or tile pair, head, batch) workgroup (x, y, z) computes in a build(xcd_map=True)
+    kernel (_Builder.xcd_remap), for grid (X, heads, batch); arrays in, arrays out (perf.predict's wg_map)."""
+    import numpy as np
+    X, H = int(grid[0]), int(grid[1])
+    x, y, z = (np.asarray(a) for a in (x, y, z))
+    if (X * H) % 8:
+        return x, y, z
+    lin = x + X * y
+    item = (lin % 8) * (X * H // 8) + lin // 8
+    return item % X, item // X, z
 
 
 def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):

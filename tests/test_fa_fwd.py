@@ -22,6 +22,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -149,5 +150,31 @@ def test_hd192_gqa_ragged_aiter_args():
     out, lse = fa_fwd.run(q, k, v, aiter_args=True, scale=0.8 / math.sqrt(192))
     ref, ref_lse = fa_fwd.reference(q, k, v, scale=0.8 / math.sqrt(192))
     assert out.shape == (1, 2, 150, 128) and not torch.isnan(out).any()
+    torch.testing.assert_close(out.float(), ref, atol=TOL[q.dtype], rtol=TOL[q.dtype])
+    torch.testing.assert_close(lse, ref_lse, atol=1e-4, rtol=0)
+
+
+def test_xcd_map_gives_each_xcd_whole_heads():
+    # workgroup L of a batch runs on XCD L % 8 (dispatch order, x fastest): with the map an XCD's
+    # items are whole heads, and every item is computed once
+    for X, H in ((32, 64), (16, 64), (3, 8), (5, 3)):
+        z, y, x = np.indices((2, H, X)).reshape(3, -1)
+        tx, ty, tz = fa_fwd.xcd_item((X, H, 2), x, y, z)
+        assert len(set(zip(tx, ty, tz))) == len(x) and tx.max() < X and ty.max() < H
+        if X * H % 8 == 0:
+            xcd = (x + X * y) % 8
+            for c in range(8):
+                heads = ty[(xcd == c) & (z == 0)]
+                assert np.bincount(heads, minlength=H)[np.unique(heads)].min() == X     # whole heads only
+        else:
+            assert (tx == x).all() and (ty == y).all()
+
+
+def test_xcd_map_matches_torch():
+    # aiter's causal launch (tile pairs): 3 tiles -> 2 pairs x 4 heads = 8 workgroups a batch, remapped
+    q, k, v = _inputs(2, 4, 2, 600, 600, torch.bfloat16, seed=13)
+    kern = fa_fwd.build("bf16", True, 4, 2, aiter_args=True, xcd_map=True)
+    out, lse = fa_fwd.run(q, k, v, causal=True, kernel=kern, aiter_args=True)
+    ref, ref_lse = fa_fwd.reference(q, k, v, causal=True, align="bottom_right")
     torch.testing.assert_close(out.float(), ref, atol=TOL[q.dtype], rtol=TOL[q.dtype])
     torch.testing.assert_close(lse, ref_lse, atol=1e-4, rtol=0)

@@ -2,13 +2,13 @@
 
 A grid file's workload(**params) gives the launch the variant is priced on under the key "launch":
 a dict of perf.predict() arguments (grid, block, kernarg, buffers and optionally trace_grid,
-loop_scale, dram_bytes), or a callable taking the built Kernel and returning that dict (for
+loop_scale, dram_bytes, lds, tile_axis, wg_map), or a callable taking the built Kernel and returning that dict (for
 kernarg bytes that depend on the kernel's argument offsets)."""
 from __future__ import annotations
 
 from .model import PerfError, predict
 
-_KEYS = {"grid", "block", "kernarg", "buffers", "trace_grid", "loop_scale", "dram_bytes", "lds"}
+_KEYS = {"grid", "block", "kernarg", "buffers", "trace_grid", "loop_scale", "dram_bytes", "lds", "tile_axis", "wg_map"}
 
 
 def sweep_predict(kernel, workload: dict | None, co: bytes | None = None) -> dict:
