@@ -79,10 +79,6 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 LAZY_THRESHOLD = 8.0           # log2 units: P = exp2(S - m_stale) ≤ 2^8
 RSRC_WORD3 = 0x00020000        # raw buffer, 32-bit data format (gfx9 V# word 3)
-# a dump DMA's lane offset (fa_layouts.dma_m0): past every buffer's range (offset + soffset >= num_records,
-# the tile's offset in soffset being below num_records), so it reads nothing from memory and writes zeros
-# to its wave's dump slot (keeping vmcnt uniform costs no memory traffic)
-DUMP_VOFFSET = 0xFFFFFFF0
 
 # ---- the register plan (inclusive ranges) --------------------------------------------------------
 #  region       registers      holds
@@ -594,7 +590,7 @@ class _Builder:
                         k.s_add_u32(ST0, WAVE, g.waves * i)
                         k.s_cmp_lt_u32(ST0, nch)
                         k.s_cbranch_scc1(k.L(f".Lvoff_{tensor}{i}"))
-                        k.v_mov_b32(dst, DUMP_VOFFSET)
+                        k.v_mov_b32(dst, L.OUT_OF_RANGE)          # keeping vmcnt uniform costs no traffic
                         k.label(f".Lvoff_{tensor}{i}")
             self.lds_read_bases()
             k.v_mov_b32(NEG_INF, float("-inf"))
@@ -610,13 +606,12 @@ class _Builder:
         k.v_lshrrev_b32(TMP[1], shift, TMP[1])              # row = t // slots
         k.v_mul_u32_u24(TMP[2], slots, TMP[1])
         k.v_sub_u32(TMP[2], TMP[0], TMP[2])                 # column slot
-        if cols == 16:
-            k.v_and_b32(TMP[2], 15, TMP[2])                 # padding slots re-read column 0..3
-        else:
-            k.v_min_u32(TMP[2], cols - 1, TMP[2])           # ... the last column
+        k.v_cmp_le_u32(vcc, cols, TMP[2])                   # a padding slot: fetches nothing
         k.v_lshlrev_b32(TMP[2], 4, TMP[2])
         k.v_mul_lo_u32(dst, TMP[1], ARG_SGPR["k_ss" if tensor == "k" else "v_ss"])
         k.v_add_u32(dst, dst, TMP[2])
+        k.v_mov_b32(TMP[4], L.OUT_OF_RANGE)
+        k.v_cndmask_b32(dst, dst, TMP[4], vcc)
 
     def lds_read_bases(self):
         """Per-lane LDS read bases (fa_layouts.k_read_addr / v_read_addr); H4 = 4 * (lane // 32)."""

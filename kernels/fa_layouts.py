@@ -198,10 +198,18 @@ def dma_slot(lane, chunk: int, slots_per_row: int, cols: int = 16):
     return row, (cs & 15) if cols == 16 else np.minimum(cs, cols - 1)
 
 
+# A lane offset past every buffer's range (offset + soffset >= num_records while soffset, a tile's
+# offset, is below num_records): the lane fetches nothing and its LDS-DMA writes zeros. The kernel
+# gives it to padding slots and to a wave's dump DMAs (dma_m0).
+OUT_OF_RANGE = 0xFFFFFFF0
+
+
 def dma_voffset(lane, chunk: int, slots_per_row: int, row_stride_bytes: int, cols: int = 16):
-    """Per-lane global byte offset (relative to the tile's first row) of a K/V DMA instruction."""
+    """Per-lane global byte offset (relative to the tile's first row) of a K/V DMA instruction;
+    OUT_OF_RANGE for padding slots (never read back from LDS)."""
     row, col16 = dma_slot(lane, chunk, slots_per_row, cols)
-    return row * row_stride_bytes + 16 * col16
+    pad = (64 * chunk + np.asarray(lane)) % slots_per_row >= cols
+    return np.where(pad, OUT_OF_RANGE, row * row_stride_bytes + 16 * col16)
 
 
 # ---- per-lane address formulas used by the builder --------------------------------------------
