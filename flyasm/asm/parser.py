@@ -106,6 +106,7 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
     functions = set(functions or ())
     pending_labels: list[str] = []
     branches: list[tuple[AsmKernel, int, int, int]] = []   # (kernel, instruction, label slot, target pc)
+    parsed: dict[str, tuple] = {}        # instruction text -> its parts (unrolled code repeats lines)
     region: tuple[str, ...] = ()
     loc: SourceLoc | None = None
     in_kd: str | None = None
@@ -272,7 +273,7 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
             inst = Instruction(".long", (), {}, raw=enc)
         else:
             try:
-                inst = parse_instruction(body, where(n))
+                inst = _parse_once(body, where(n), parsed)
             except ParseError as e:
                 if enc is None:
                     raise ParseError(e.message, where(n), find_loc=False) from None
@@ -317,6 +318,19 @@ def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
                     raise ParseError(f"{fname}: {k.name}: '{inst.text()}' jumps to '{op.name}', which is never defined",
                                      find_loc=False)
     return mod
+
+
+def _parse_once(body: str, loc: SourceLoc, parsed: dict) -> Instruction:
+    """parse_instruction, each distinct text once: a repeat is a new Instruction of the same
+    (immutable) operands and a copy of the modifiers."""
+    got = parsed.get(body)
+    if got is None:
+        inst = parse_instruction(body, loc)
+        parsed[body] = (inst.mnemonic, inst.operands, inst.modifiers)
+        return inst
+    mnemonic, operands, modifiers = got
+    return Instruction(mnemonic, operands, {k: list(v) if isinstance(v, list) else v for k, v in modifiers.items()},
+                       loc)
 
 
 def _raw_instruction(s: str, fname: str, n: int) -> Instruction | None:

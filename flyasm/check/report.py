@@ -56,7 +56,9 @@ def format_findings(findings: list[Finding], items: list | None = None, verbose:
 
 
 def summary(findings: list[Finding], items: list | None = None, fixes: list[Fix] | None = None) -> str:
-    n, g = len(unique(findings)), len(group_fixes(items or [], findings) if fixes is None else fixes)
+    if fixes is None:
+        fixes = group_fixes(items or [], findings)
+    n, g = sum(len(fx.findings) for fx in fixes), len(fixes)      # each finding is in one group
     return f"{n} finding{'s' if n != 1 else ''}, {g} fix{'es' if g != 1 else ''}"
 
 
