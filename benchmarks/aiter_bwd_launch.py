@@ -28,17 +28,20 @@ TRACE_SEQLEN = 1024
 TILE_K = 256              # dq/dk/dv key tile of hd128 (drop_in_bwd's README: ts 256)
 
 
-def _call(row: dict, B: int, Hq: int, Hk: int, Sq: int, Sk: int, **ptrs) -> dict:
-    return AL.fmha_bwd_pack(dtype=row.get("dtype") or "bf16", hdim_q=int(row["hdim_q"]), hdim_v=int(row["hdim_v"]),
+def _call(row: dict, B: int, Hq: int, Hk: int, Sq: int, Sk: int, set_dir=None, **ptrs) -> dict:
+    return AL.fmha_bwd_pack(set_dir or AL.BWD_SET, dtype=row.get("dtype") or "bf16", hdim_q=int(row["hdim_q"]),
+                            hdim_v=int(row["hdim_v"]),
                             batch=B, nhead_q=Hq, nhead_k=Hk, seqlen_q=Sq, seqlen_k=Sk, mask_type=int(row["mask"]),
                             atomic32=int(row["atomic32"]), bf16_cvt=int(row.get("bf16_cvt") or 0),
                             group=int(row.get("mode") or 0), **ptrs)
 
 
-def row_call(row: dict, idx: dict | None = None) -> dict:
+def row_call(row: dict, idx: dict | None = None, set_dir=None) -> dict:
     """{"launches": [perf.predict inputs per launch, in order], "flops", "group", "shape" (the row's
     problem without its accumulation mode: a16 and a32 of one shape share it)} for one measured
-    backward row (batch mode). Raises LookupError when aiter would launch nothing for it."""
+    backward row (batch mode), launched from aiter's set (../shared) or set_dir (ours: the same host
+    code, packing and grids over that set's manifests). Raises LookupError when aiter would launch
+    nothing for it."""
     if int(row.get("mode") or 0):
         raise LookupError("group-mode backward rows are not priced yet (the recorded call is batch mode)")
     B, Hq, Hk = int(row["batch"]), int(row["nhead_q"]), int(row["nhead_k"])
@@ -46,8 +49,8 @@ def row_call(row: dict, idx: dict | None = None) -> dict:
     causal = int(row["mask"]) != 0
     esz = 2
     S0q, S0k = min(Sq, TRACE_SEQLEN), min(Sk, TRACE_SEQLEN)
-    full = _call(row, B, Hq, Hk, Sq, Sk)
-    small = _call(row, 1, 1, 1, S0q, S0k, workspace=HOST_BASE)
+    full = _call(row, B, Hq, Hk, Sq, Sk, set_dir)
+    small = _call(row, 1, 1, 1, S0q, S0k, set_dir, workspace=HOST_BASE)
     ws = small["workspace"]
     bufs: dict = {n: S0q * dq * esz for n in ("q", "o", "do", "dq")}
     bufs.update({n: S0k * d * esz for n, d in (("k", dq), ("v", dv), ("dk", dq), ("dv", dv))})
@@ -58,10 +61,10 @@ def row_call(row: dict, idx: dict | None = None) -> dict:
     # which buffers each launch points at (a launch refuses buffers none of its pointers names)
     probe = {n: (k + 1) << 32 for k, n in enumerate(bufs)}
     uses = [{n for n, a in probe.items() if a in ln.pointers().values()}
-            for ln in _call(row, 1, 1, 1, S0q, S0k, **probe)["launches"]]
+            for ln in _call(row, 1, 1, 1, S0q, S0k, set_dir, **probe)["launches"]]
 
     def kernarg(i):
-        return lambda a: _call(row, 1, 1, 1, S0q, S0k, **a)["launches"][i].kernarg
+        return lambda a: _call(row, 1, 1, 1, S0q, S0k, set_dir, **a)["launches"][i].kernarg
     acc = (4 if int(row["atomic32"]) else esz) * B * Hq * Sq * dq        # dq accumulator, at least once
     dram = {"pre": B * Hq * Sq * (2 * dv * esz + 4),
             "dqdkdv": B * (Hq * Sq * (dq + dv) * esz + Hk * Sk * (dq + dv) * esz + 8 * Hq * Sq

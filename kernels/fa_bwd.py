@@ -54,6 +54,7 @@ from pathlib import Path
 
 from flyasm import Kernel, a, m0, s, v, vcc
 from flyasm.aiter_bwd import DQDKDV_ARGS
+from flyasm.isa.operands import Special
 from flyasm.plan import RegisterPlan
 
 try:
@@ -111,6 +112,7 @@ S, DP, LSE, DD, DQ, RING, VT = v[32:63], v[64:95], v[96:111], v[112:127], v[128:
 MASK_T, NEG_INF, TMP = v[184], v[185], v[186:191]
 DV_ACC, DK_ACC = a[0:127], a[128:255]
 N_RING = 10
+vcc_lo, vcc_hi = Special("vcc_lo"), Special("vcc_hi")
 assert L.DS_BUF[0] == 0
 
 WAVE, ST0, ST1 = s[5], s[6], s[7]
@@ -170,6 +172,9 @@ class _Builder:
         self.cvt_pk = f"v_cvt_pk_{dtype}_f32"
         self.atomic_pk = f"buffer_atomic_pk_add_{dtype}"
         self.wg_tile, self.wg_head, self.wg_batch = (self.k.workgroup_id(x) for x in "xyz")
+        self._bal, self._gate, self._lds_done, self._read_at, self._prefetched = 0, 0, -1, {}, None
+
+    SLOT = 28           # issue cycles after each MFMA for other instructions (32-cycle MFMA, 4 its own issue)
 
     def mfma(self, acc, a_, b_, c_):
         self.k.instr(self.mfma_name, acc, a_, b_, c_)
@@ -372,15 +377,21 @@ class _Builder:
         k.s_add_u32(ST0, ST0, L.ST_BASE)
         k.v_lshlrev_b32(ST_RD, 4, TMP[1])
         k.v_add_u32(ST_RD, ST0, ST_RD)
-        # dQ atomics: a32 lanes along d: 2048 * lane//32 + 128w + 4 * lane%32 (rows by soffset/imm);
-        # a16 lanes along q: 256 * lane%32 + 64w + 8 * lane//32 (d pairs by imm)
+        # dQ atomics, lanes along d (d = 32w + lane % 32, rows 8g + 4h + e of the tile by soffset/imm):
+        # a32 one fp32 per lane: 4 * 512 * lane//32 + 4 * (32w + lane % 32);
+        # a16 one bf16/f16 pair per lane (even lane: row r, d and d+1; odd lane: row r+1, d-1 and d):
+        # 256 * (4 * lane//32 + lane % 2) + 2 * (32w + lane % 32 & ~1)
         if self.atomic32:
             k.v_lshlrev_b32(DQ_VOFF, 11, TMP[1])
             k.v_lshlrev_b32(TMP[2], 2, TMP[0])
             k.s_lshl_b32(ST0, WAVE, 7)
         else:
-            k.v_lshlrev_b32(DQ_VOFF, 8, TMP[0])
-            k.v_lshlrev_b32(TMP[2], 3, TMP[1])
+            k.v_lshlrev_b32(DQ_VOFF, 2, TMP[1])
+            k.v_and_b32(TMP[2], 1, LANE)
+            k.v_add_u32(DQ_VOFF, DQ_VOFF, TMP[2])
+            k.v_lshlrev_b32(DQ_VOFF, 8, DQ_VOFF)
+            k.v_and_b32(TMP[2], 30, TMP[0])
+            k.v_lshlrev_b32(TMP[2], 1, TMP[2])
             k.s_lshl_b32(ST0, WAVE, 6)
         k.v_add3_u32(DQ_VOFF, DQ_VOFF, TMP[2], ST0)
 
@@ -535,43 +546,37 @@ class _Builder:
                 for kk in range(8):
                     f = 8 * kb + kk
                     k.buffer_load_dwordx4(VT[4 * f:4 * f + 3], TMP[2], RS_V, SOFF_T, offen=True, offset=32 * kk)
-        with k.region("load_q01", expect={"lds_dma": 2 * (L.QD_DMA + 2)}):
-            for step, p in ((0, 0), (1, 1)):
-                self.dma_step(step, p)
+        with k.region("load_q0", expect={"lds_dma": L.QD_DMA + 2}):
+            k.s_mov_b32(STEP, 0)
+            self.fill(self.gen_dma(0, 0))                            # step 0; each step loads the next
 
-    def step_offsets(self, step):
-        """SOFF_Q/DO/ST: byte offsets of step min(step, n-1)'s first row (the last steps re-load the last
-        tile, so every wave issues the same DMAs and vmcnt stays uniform). step: an int or an SGPR."""
+    def gen_dma(self, ahead, p):
+        """Q, dO (5 DMAs) and LSE, D (2) of step min(STEP + ahead, n-1) into QD buffer p and the wave's ST
+        slot p (the last steps re-load the last tile, so every wave issues the same DMAs and vmcnt
+        stays uniform); a generator (yields VALU-port cycles) for an MFMA shadow."""
         k = self.k
-        k.s_sub_u32(ST1, N_STEPS, 1)
-        if isinstance(step, int):
-            k.s_min_u32(ST0, ST1, step)
-        else:
-            k.s_min_u32(ST0, ST1, step)
-        k.s_lshl_b32(ST0, ST0, 5)
-        k.s_add_u32(ST0, ST0, Q_FIRST)
-        k.s_mul_i32(SOFF_Q, ST0, A["Seqs_q"])
-        k.s_mul_i32(SOFF_DO, ST0, A["Seqs_do"])
-        k.s_lshl_b32(SOFF_ST, ST0, 2)
-
-    def dma_step(self, step, p):
-        """Q, dO (5 DMAs) and LSE, D (2) of step `step` into QD buffer p and the wave's ST slot p."""
-        k = self.k
-        self.step_offsets(step)
-        k.s_cmp_lt_u32(WAVE, 2)
-        k.s_cselect_b32(SOFF_T, SOFF_Q, SOFF_DO)
+        k.s_add_u32(ST0, STEP, ahead); yield 4
+        k.s_sub_u32(ST1, N_STEPS, 1); yield 4
+        k.s_min_u32(ST0, ST0, ST1); yield 4
+        k.s_lshl_b32(ST0, ST0, 5); yield 4
+        k.s_add_u32(ST0, ST0, Q_FIRST); yield 4
+        k.s_mul_i32(SOFF_Q, ST0, A["Seqs_q"]); yield 4
+        k.s_mul_i32(SOFF_DO, ST0, A["Seqs_do"]); yield 4
+        k.s_lshl_b32(SOFF_ST, ST0, 2); yield 4
+        k.s_cmp_lt_u32(WAVE, 2); yield 4
+        k.s_cselect_b32(SOFF_T, SOFF_Q, SOFF_DO); yield 4
         for i in range(L.QD_DMA):
             rs, so = ((RS_Q, SOFF_Q), (RS_Q, SOFF_Q), (RS_MIX, SOFF_T), (RS_DO, SOFF_DO), (RS_DO, SOFF_DO))[i]
-            k.s_add_u32(m0, WAVE_1K, L.QD_BUF[p] + L.DMA_CHUNK * L.WAVES * i)
-            k.s_nop(0)                                                  # SALU m0 -> LDS-DMA
-            k.buffer_load_dwordx4(QD_DMA[i], rs, so, offen=True, lds=True).lds_buffer = f"qd{p}"
-        k.s_mul_i32(ST0, WAVE, L.ST_SLOT)
+            k.s_add_u32(m0, WAVE_1K, L.QD_BUF[p] + L.DMA_CHUNK * L.WAVES * i); yield 4
+            k.s_nop(0); yield 4                                       # SALU m0 -> LDS-DMA
+            k.buffer_load_dwordx4(QD_DMA[i], rs, so, offen=True, lds=True).lds_buffer = f"qd{p}"; yield 4
+        k.s_mul_i32(ST0, WAVE, L.ST_SLOT); yield 4
         for rs, off in ((RS_LSE, 0), (RS_D, L.D_OFF)):
-            k.s_add_u32(m0, ST0, L.ST_BASE + L.WAVES * L.ST_SLOT * p + off)
-            k.s_nop(0)
-            k.buffer_load_dword(ST_DMA, rs, SOFF_ST, offen=True, lds=True).lds_buffer = f"st{p}"
+            k.s_add_u32(m0, ST0, L.ST_BASE + L.WAVES * L.ST_SLOT * p + off); yield 4
+            k.s_nop(0); yield 4
+            k.buffer_load_dword(ST_DMA, rs, SOFF_ST, offen=True, lds=True).lds_buffer = f"st{p}"; yield 4
 
-    # ---- operand reads ------------------------------------------------------------------------------
+    # ---- operand reads and the scheduler ---------------------------------------------------------
     def frag_b128(self, key, base, imm, tag, regs=None):
         def emit(dst):
             self.k.ds_read_b128(dst, base, offset=imm).lds_buffer = tag
@@ -583,127 +588,300 @@ class _Builder:
                 self.k.ds_read_b64_tr_b16(regs[2 * t:2 * t + 1], bases[t], offset=imm).lds_buffer = tag
         return Frag(key, 2, emit)
 
-    def cluster(self, ops, ahead=2, extra=()):
-        """MFMAs with their LDS operands read `ahead` MFMAs early into the ring (slot reuse checked: a
-        slot is refilled only after the last MFMA reading it has issued); s_waitcnt lgkmcnt before each
-        MFMA waits for exactly the reads it needs (DS ops complete in order). ops: (emit(regs...),
-        operands), an operand a Frag or a register range; extra: (after op i, Frag with fixed regs)."""
+    def wait_lds(self, index):
+        """s_waitcnt lgkmcnt for the DS instruction at stream index `index`: the number of DS ops
+        issued after it (DS ops complete in order), none if a wait already covered it."""
+        if index <= self._lds_done:
+            return
+        st = self.k.stream
+        younger = sum(1 for x in st[index + 1:] if x.info.get("family") == "DS")
+        if younger < 16:                               # 16 or more younger: the counter (<= 15) forced it out
+            self.k.s_waitcnt(lgkmcnt=min(15, younger))
+        self._lds_done = index
+
+    def lds_drained(self):
+        self.k.s_waitcnt(lgkmcnt=0)
+        self._lds_done = len(self.k.stream)
+
+    def schedule(self, ops, shadow=None, ahead=3, extra=(), wait_span=2, hook=None, prefetched=None):
+        """The MFMAs `ops` = [(emit, operands, needs)] in order (an operand a Frag read from LDS, or a
+        register range; needs: tokens the shadow must have produced first). Each Frag is read `ahead`
+        MFMAs before its first use into a ring slot (refilled only after the last MFMA reading it has
+        issued) and waited for exactly (wait_lds), one wait covering the next `wait_span` MFMAs. An MFMA
+        keeps the pipe busy for 8 issue turns of its wave (32 cycles): after each, the reads and waits
+        placed there and then the shadow's instructions fill the other 7 (feed). The shadow, a generator
+        in dependency order, yields each instruction's issue cycles, ("after", n): nothing more before
+        MFMA n has issued, or ("token", name): what MFMAs needing `name` wait for (an MFMA whose token is
+        not out yet drains the shadow up to it). What is left of the shadow follows the last MFMA.
+        extra: (op index, Frag with its own registers) read right after that MFMA, waited for by
+        whoever uses them (self._read_at). hook = (i, fn): fn() after MFMA i and its shadow share (no
+        Frag read past MFMA i stays in PREFETCH_SLOTS: the hook may fill them).
+        prefetched: {key: (ring slot, stream index of its read)} of Frags an earlier schedule read."""
         k = self.k
         first, last, order = {}, {}, []
-        for i, (_, opnds) in enumerate(ops):
+        for i, (_, opnds, _) in enumerate(ops):
             for f in opnds:
                 if isinstance(f, Frag):
                     if f.key not in first:
                         first[f.key] = i
                         order.append(f)
                     last[f.key] = i
-        for i, f in extra:                        # issued right after op i
-            first[f.key] = last[f.key] = i + ahead
-        state = dict(issued=0, rr=0, waited=0)
-        slot_free = [-1] * N_RING
-        where, done = {}, {}
-
-        def issue(f, after):
-            if f.regs is None:
-                s_ = state["rr"] % N_RING
-                state["rr"] += 1
-                assert slot_free[s_] <= after, f"ring slot {s_} refilled before its last MFMA issued"
-                slot_free[s_] = last[f.key]
-                where[f.key] = RING[4 * s_:4 * s_ + 3]
-            else:
-                where[f.key] = f.regs
-            f.emit(where[f.key])
-            state["issued"] += f.n
-            done[f.key] = state["issued"]
-
-        pending = sorted(order + [f for _, f in extra], key=lambda f: first[f.key])
-        nxt = 0
+        slot_free, where, read_at = [-1] * N_RING, {}, {}
+        for key, (slot, at) in (prefetched or {}).items():
+            where[key], read_at[key], slot_free[slot] = RING[4 * slot:4 * slot + 3], at, last[key]
+        self._read_at = read_at
+        self._shadow, self._tokens, self._gate, self._bal, self._issued = shadow, set(), 0, 0, 0
+        self._op_at = {}
+        rr, nxt = 0, 0
+        extra_at = {}
+        for i, f in extra:
+            extra_at.setdefault(i, []).append(f)
 
         def issue_until(limit, after):
-            nonlocal nxt
-            while nxt < len(pending) and first[pending[nxt].key] < limit:
-                issue(pending[nxt], after)
+            nonlocal rr, nxt
+            while nxt < len(order) and first[order[nxt].key] < limit:
+                f = order[nxt]
                 nxt += 1
+                if f.key in read_at:                              # read by an earlier schedule
+                    continue
+                if f.regs is None:
+                    for _ in range(N_RING):                       # the next slot whose last MFMA has issued
+                        slot = rr % N_RING
+                        rr += 1
+                        if slot_free[slot] <= after and not (hook and slot in self.PREFETCH_SLOTS
+                                                             and last[f.key] > hook[0]):
+                            break
+                    else:
+                        raise AssertionError(f"no free ring slot for {f.key}: read fewer MFMAs ahead")
+                    slot_free[slot] = last[f.key]
+                    where[f.key] = RING[4 * slot:4 * slot + 3]
+                else:
+                    where[f.key] = f.regs
+                f.emit(where[f.key])
+                read_at[f.key] = len(k.stream) - 1
+        self._slot_free = slot_free
         issue_until(ahead, -1)
-        for i, (emit, opnds) in enumerate(ops):
-            need = max([done[f.key] for f in opnds if isinstance(f, Frag)], default=0)
-            if need > state["waited"]:
-                k.s_waitcnt(lgkmcnt=min(15, state["issued"] - need))
-                state["waited"] = need
+        for i, (emit, opnds, needs) in enumerate(ops):
+            for t in needs:
+                self.shadow_until(t)
+            mark = len(k.stream)
+            need = [read_at[f.key] for f in opnds if isinstance(f, Frag)]
+            if need and max(need) > self._lds_done:
+                self.wait_lds(max([read_at[f.key] for _, fs, _ in ops[i:i + wait_span] for f in fs
+                                   if isinstance(f, Frag) and f.key in read_at]))
             emit(*[where[f.key] if isinstance(f, Frag) else f for f in opnds])
+            self._op_at[i] = len(k.stream) - 1
+            self._issued = i + 1
+            for f in extra_at.get(i, ()):
+                f.emit(f.regs)
+                read_at[f.key] = len(k.stream) - 1
             issue_until(i + 1 + ahead, i)
-        assert nxt == len(pending)
+            self.feed(self.SLOT - 4 * (len(k.stream) - mark - 1))
+            if hook and hook[0] == i:
+                hook[1]()
+        assert nxt == len(order)
+        self.shadow_until(None)
 
-    # ---- the step ------------------------------------------------------------------------------------
-    def s_dp(self, p):
-        """S = Q·Kᵀ and dP = dO·Vᵀ (16 MFMAs each, accumulators alternating), LSE and D read in their shadow."""
+    def feed(self, budget):
+        """Place shadow instructions until this MFMA slot's `budget` cycles are used (an overrun shortens
+        the next slot's share; unused cycles do not accumulate), unless it waits for a later MFMA."""
+        self._bal = min(self._bal + budget, budget)
+        while self._bal > 0 and self._issued >= self._gate:
+            c = next(self._shadow, None) if self._shadow is not None else None
+            if c is None:
+                self._shadow = None
+                return
+            if isinstance(c, tuple):
+                if c[0] == "after":
+                    self._gate = c[1]
+                else:
+                    self._tokens.add(c[1])
+                continue
+            self._bal -= c
+
+    def shadow_until(self, token):
+        """Emit the shadow up to `token` (None: all of it) regardless of the budget."""
+        while self._shadow is not None and (token is None or token not in self._tokens):
+            c = next(self._shadow, None)
+            if c is None:
+                self._shadow = None
+                break
+            if isinstance(c, tuple):
+                if c[0] == "after":
+                    assert c[1] <= self._issued or token is None, f"the shadow waits for MFMA {c[1]}, which needs {token}"
+                else:
+                    self._tokens.add(c[1])
+        assert token is None or token in self._tokens, f"the shadow never produces {token}"
+
+    def settle(self, op, need=12):
+        """s_nop so that `need` wait states separate MFMA `op` (an index of the current schedule) from
+        what follows (an 8-pass XDL MFMA's D read by VALU or memory: 12, notes §4.2); yields its cycles."""
+        from flyasm.report.stats import nop_wait_states
+        ws = sum(nop_wait_states(x) if x.name == "s_nop" else 1 for x in self.k.stream[self._op_at[op] + 1:])
+        if ws < need:
+            self.k.s_nop(need - ws - 1)
+            yield 4 * (need - ws)
+
+    @staticmethod
+    def fill(gen):
+        for _ in gen or ():
+            pass
+
+    # ---- the five clusters of a step ------------------------------------------------------------------
+    def ops_s(self, p):
+        """S = Q·Kᵀ (16 MFMAs, the two key blocks alternating)."""
         qd = L.QD_BUF[p] - L.QD_BUF[0]
-        qf = [self.frag_b128(("q", kk), QD_B128[kk % 2], qd + L.b128_imm(kk), f"qd{p}") for kk in range(8)]
-        of = [self.frag_b128(("do", kk), QD_B128[kk % 2], qd + L.DO_OFF + L.b128_imm(kk), f"qd{p}") for kk in range(8)]
-        kf = [[self.frag_b128(("k", kb, kk), K_B128[kk % 2], L.b128_imm(kk, 32 * kb), "k") for kk in range(8)]
-              for kb in range(2)]
         ops = []
         for kk in range(8):
+            qf = self.frag_b128(("q", kk), QD_B128[kk % 2], qd + L.b128_imm(kk), f"qd{p}")
             for kb in range(2):
+                kf = self.frag_b128(("k", kb, kk), K_B128[kk % 2], L.b128_imm(kk, 32 * kb), "k")
                 acc = S[16 * kb:16 * kb + 15]
-                ops.append((lambda a_, b_, acc=acc, kk=kk: self.mfma(acc, a_, b_, 0 if kk == 0 else acc),
-                            [qf[kk], kf[kb][kk]]))
+                ops.append((lambda a_, b_, acc=acc, kk=kk: self.mfma(acc, a_, b_, 0 if kk == 0 else acc), [qf, kf], ()))
+        return ops
+
+    def ops_dp(self, p):
+        """dP = dO·Vᵀ (16 MFMAs, Vᵀ stationary)."""
+        qd = L.QD_BUF[p] - L.QD_BUF[0]
+        ops = []
+        for kk in range(8):
+            of = self.frag_b128(("do", kk), QD_B128[kk % 2], qd + L.DO_OFF + L.b128_imm(kk), f"qd{p}")
             for kb in range(2):
                 acc, f = DP[16 * kb:16 * kb + 15], 8 * kb + kk
                 ops.append((lambda a_, b_, acc=acc, kk=kk: self.mfma(acc, a_, b_, 0 if kk == 0 else acc),
-                            [of[kk], VT[4 * f:4 * f + 3]]))
-        extra = [(4 + 2 * g + d, self.frag_b128(("st", g, d), ST_RD, L.st_imm(p, g, d), f"st{p}",
-                                                regs=dst[4 * g:4 * g + 3]))
-                 for g in range(4) for d, dst in ((False, LSE), (True, DD))]
-        with self.k.region("s_dp", expect={"mfma": 32, "ds_read": 32 + 8}):
-            self.cluster(ops, ahead=2, extra=extra)
-            self.k.s_waitcnt(lgkmcnt=0)
+                            [of, VT[4 * f:4 * f + 3]], ()))
+        return ops
 
-    def softmax(self, p):
-        """P' = exp2(S·c − L), dS' = P'∘(dP − D); masked on boundary steps; pack both in place."""
+    def ops_dq(self, p):
+        """The wave's 32 columns of dQ (lanes along d) = dS·K over the 256 keys, dS from LDS buffer p."""
+        ops = []
+        for kk in range(16):
+            fs = self.frag_tr(("ds", kk), DS_TR, L.DS_BUF[p] + L.tr_imm(0, kk, L.DS_ROW), f"ds{p}")
+            fk = self.frag_tr(("kt", kk), K_TR[kk // 8], L.tr_imm(0, kk % 8), "k")
+            ops.append((lambda a_, b_, kk=kk: self.mfma(DQ, a_, b_, 0 if kk == 0 else DQ), [fs, fk], ()))
+        return ops
+
+    def ops_grad(self, p, b_of, acc0, off, nm, token, reread=False):
+        """dVᵀ += dOᵀ·P or dKᵀ += Qᵀ·dS (b_of(kb, kq): the packed B operand, made by the shadow as token
+        (token, kb, kq)): 16 MFMAs by (kq, kb, d block), a transposing read of dOᵀ / Qᵀ serving both key
+        blocks 4 MFMAs apart; reread: by (kb, kq, d block), key block 1's operands needed 8 MFMAs later
+        (more time for its P) at the cost of reading each dOᵀ / Qᵀ fragment twice (8 more reads)."""
+        qd = L.QD_BUF[p] - L.QD_BUF[0]
+        ops = []
+        for kq, kb in ([(0, 0), (1, 0), (0, 1), (1, 1)] if reread else [(0, 0), (0, 1), (1, 0), (1, 1)]):
+            for db in range(4):
+                f = self.frag_tr((nm, db, kq, kb if reread else 0), QD_TR, qd + off + L.tr_imm(db, kq), f"qd{p}")
+                acc = acc0[16 * (2 * db + kb):16 * (2 * db + kb) + 15]
+                ops.append((lambda a_, b_, acc=acc: self.mfma(acc, a_, b_, acc), [f, b_of(kb, kq)], ((token, kb, kq),)))
+        return ops
+
+    def stats_reads(self, p):
+        """LSE and D of step p's 32 rows (8 ds_read_b128, fixed registers)."""
+        return [self.frag_b128(("st", g, d), ST_RD, L.st_imm(p, g, d), f"st{p}", regs=dst[4 * g:4 * g + 3])
+                for g in range(4) for d, dst in ((False, LSE), (True, DD))]
+
+    # ---- VALU in the shadows (generators: each yields its instruction's VALU-port cycles) ---------
+    def gen_dma_spread(self, p):
+        """Step j+1's DMAs into the buffers of step j-1 (free since the last barrier), one VMEM
+        instruction per two MFMAs so the four waves do not queue on the CU's memory port together."""
+        n = 0
+        for c in self.gen_dma(1, 1 - p):
+            yield c
+            if c == 4 and self._last_is_vmem():
+                n += self.DMA_SPREAD
+                yield ("after", n)
+
+    def _last_is_vmem(self):
+        return self.k.stream[-1].info.get("unit") == "VMEM"
+
+    def gen_lse(self, last_read):
+        """L = LSE·log2e (− log2 scale): after the stats reads landed."""
         k = self.k
-        for i in range(0, 16, 2):                                      # L = LSE·log2e (− log2 scale)
+        self.wait_lds(self._read_at[last_read]); yield 4
+        for i in range(0, 16, 2):
             if self.fold:
-                k.v_pk_fma_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2, SCL2, neg_lo=[0, 0, 1], neg_hi=[0, 0, 1])
+                k.v_pk_fma_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2, SCL2, neg_lo=[0, 0, 1], neg_hi=[0, 0, 1]); yield 4
             else:
-                k.v_pk_mul_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2)
-        k.s_nop(15)                                                    # last S/dP MFMA -> VALU reads
-        skip = f".Lskip_mask_{p}"
-        k.s_cmp_lt_i32(Q0, MASK_Q)
-        k.s_cbranch_scc0(k.L(skip))
-        self.mask_tile()
-        k.label(skip)
-        with k.region("softmax", expect={"exp": 32}):
-            for kb in range(2):
-                for r in range(0, 16, 2):
-                    x = S[16 * kb + r:16 * kb + r + 1]
-                    k.v_pk_fma_f32(x, x, C2, LSE[r:r + 1], neg_lo=[0, 0, 1], neg_hi=[0, 0, 1])
-            for i in range(32):
-                k.v_exp_f32(S[i], S[i])
-            for kb in range(2):
-                for r in range(0, 16, 2):
-                    y = DP[16 * kb + r:16 * kb + r + 1]
-                    k.v_pk_add_f32(y, y, DD[r:r + 1], neg_lo=[0, 1], neg_hi=[0, 1])
-            k.s_nop(0)                                                 # last exp -> VALU read
-            for kb in range(2):
-                for r in range(0, 16, 2):
-                    y = DP[16 * kb + r:16 * kb + r + 1]
-                    k.v_pk_mul_f32(y, y, S[16 * kb + r:16 * kb + r + 1])
-            for X in (S, DP):
-                for kb in range(2):
-                    self.pack(X[16 * kb:16 * kb + 15])
+                k.v_pk_mul_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2); yield 4
 
-    def pack(self, X):
+    def gen_exp_arg(self):
+        """S·c − L in place for both key blocks (before P's packing reuses L's registers)."""
+        k = self.k
+        for kb in range(2):
+            for r in range(0, 16, 2):
+                x = S[16 * kb + r:16 * kb + r + 1]
+                k.v_pk_fma_f32(x, x, C2, LSE[r:r + 1], neg_lo=[0, 0, 1], neg_hi=[0, 0, 1]); yield 4
+
+    def gen_exp(self, kb):
+        """P = exp2(S·c − L) in place (fp32) for key block kb."""
+        for i in range(16):
+            self.k.v_exp_f32(S[16 * kb + i], S[16 * kb + i]); yield 16
+
+    def gen_pack(self, X, dst):
         """16 accumulators of a 32x32 tile (D[i=q][j=key]) -> two B operands (queries 16kq..16kq+15) in
-        X[8kq:8kq+3]: fa_layouts.pack_p's cvt + permlane32 swaps."""
+        dst[4kq:4kq+3]: fa_layouts.pack_p's cvt + permlane32 swaps."""
         k = self.k
         for kq in range(2):
             for e in range(4):
-                k.instr(self.cvt_pk, X[8 * kq + e], X[8 * kq + 2 * e], X[8 * kq + 2 * e + 1])
-        k.s_nop(1)
-        for kq in range(2):
-            k.v_permlane32_swap_b32(X[8 * kq], X[8 * kq + 2])
-            k.v_permlane32_swap_b32(X[8 * kq + 1], X[8 * kq + 3])
+                k.instr(self.cvt_pk, dst[4 * kq + e], X[8 * kq + 2 * e], X[8 * kq + 2 * e + 1]); yield 4
+        for kq in range(2):                                          # each swap >= 2 VALU after its cvts
+            k.v_permlane32_swap_b32(dst[4 * kq], dst[4 * kq + 2]); yield 4
+            k.v_permlane32_swap_b32(dst[4 * kq + 1], dst[4 * kq + 3]); yield 4
+
+    def gen_ds(self, p):
+        """dS = P∘(dP − D) in dP's registers, packed in place (dK's B operands: tokens ("dS", kb, kq)),
+        written to LDS buffer p."""
+        k = self.k
+        for kb in range(2):
+            for r in range(0, 16, 2):
+                y = DP[16 * kb + r:16 * kb + r + 1]
+                k.v_pk_add_f32(y, y, DD[r:r + 1], neg_lo=[0, 1], neg_hi=[0, 1]); yield 4
+            for r in range(0, 16, 2):
+                y = DP[16 * kb + r:16 * kb + r + 1]
+                k.v_pk_mul_f32(y, y, S[16 * kb + r:16 * kb + r + 1]); yield 4
+            X = DP[16 * kb:16 * kb + 15]
+            yield from self.gen_pack(X, [X[i] for i in (0, 1, 2, 3, 8, 9, 10, 11)])      # in place
+            yield ("token", ("dS", kb, 0))
+            yield ("token", ("dS", kb, 1))
+            for kq in range(2):
+                k.ds_write_b128(DS_WR[kq], DP[16 * kb + 8 * kq:16 * kb + 8 * kq + 3],
+                                offset=L.DS_BUF[p] + L.ds_write_imm(0, kb)).lds_buffer = f"ds{p}"; yield 4
+        yield ("token", "dS written")
+
+    def gen_atomics(self):
+        """dQ of the previous step (the wave's 32 columns) into the workspace: a32 16 fp32 atomics, a16
+        8 packed atomics after pairing neighbouring lanes (even lane: row r, d and d+1; odd lane: row
+        r+1, d-1 and d: one DPP swap per register pair)."""
+        k = self.k
+        if not self.fold:
+            for i in range(0, 16, 2):
+                k.v_pk_mul_f32(DQ[i:i + 1], DQ[i:i + 1], SCL2); yield 4
+            k.s_nop(1); yield 8
+        if self.atomic32:
+            for g in range(4):
+                k.s_add_u32(SOFF_T, SOFF_DQ, 4096 * g); yield 4
+                for e in range(4):
+                    k.buffer_atomic_add_f32(DQ[4 * g + e], DQ_VOFF, RS_DQ, SOFF_T, offen=True, offset=512 * e); yield 4
+            return
+        # lo = even ? r0 : r1 of the odd neighbour; hi = odd ? r1 : r0 of the even neighbour (one
+        # v_cndmask with a DPP lane swap each), three pairs per switch of the lane mask in vcc
+        pairs = [(g, m) for g in range(4) for m in range(2)]
+        for c in range(0, len(pairs), 3):
+            grp = pairs[c:c + 3]
+            for half, mask in ((0, 0x55555555), (1, 0xAAAAAAAA)):
+                k.s_mov_b32(vcc_lo, mask); yield 4
+                k.s_mov_b32(vcc_hi, mask); yield 4
+                for n, (g, m) in enumerate(grp):
+                    r0, r1 = DQ[4 * g + 2 * m], DQ[4 * g + 2 * m + 1]
+                    src, keep = (r1, r0) if half == 0 else (r0, r1)
+                    k.v_cndmask_b32(TMP[2 * n + half], src, keep, vcc, quad_perm=[1, 0, 3, 2], row_mask=0xF,
+                                    bank_mask=0xF); yield 4
+            for n, (g, m) in enumerate(grp):
+                r0 = DQ[4 * g + 2 * m]
+                k.instr(self.cvt_pk, r0, TMP[2 * n], TMP[2 * n + 1]); yield 4
+            for n, (g, m) in enumerate(grp):
+                k.s_add_u32(SOFF_T, SOFF_DQ, 2048 * g); yield 4
+                k.instr(self.atomic_pk, DQ[4 * g + 2 * m], DQ_VOFF, RS_DQ, SOFF_T, offen=True, offset=512 * m); yield 4
 
     def mask_tile(self):
         """S = -inf where the key is past seqlen_k or (causal) past the query's diagonal; L clamped to
@@ -727,98 +905,132 @@ class _Builder:
                 else:
                     k.v_cndmask_b32(S[i], S[i], NEG_INF, msk)
 
-    def dv_dk(self, p):
-        """dVᵀ += dOᵀ·P', dKᵀ += Qᵀ·dS' (16 MFMAs each); dOᵀ, Qᵀ by transposing reads."""
-        qd = L.QD_BUF[p] - L.QD_BUF[0]
-        ops = []
-        for X, acc0, off, nm in ((S, DV_ACC, L.DO_OFF, "dot"), (DP, DK_ACC, 0, "qt")):
-            for kq in range(2):
-                for db in range(4):
-                    f = self.frag_tr((nm, db, kq), QD_TR, qd + off + L.tr_imm(db, kq), f"qd{p}")
-                    for kb in range(2):
-                        acc = acc0[16 * (2 * db + kb):16 * (2 * db + kb) + 15]
-                        ops.append((lambda a_, b_, acc=acc: self.mfma(acc, a_, b_, acc),
-                                    [f, X[16 * kb + 8 * kq:16 * kb + 8 * kq + 3]]))
-        with self.k.region("dv_dk", expect={"mfma": 32, "ds_read": 32}):
-            self.cluster(ops, ahead=4)
+    # ---- one step ---------------------------------------------------------------------------------
+    HAZARD_MFMAS = 3    # MFMAs after an MFMA before VALU/memory reads its D (then settle() pads to 12 wait states)
 
-    def write_ds(self, p):
+    def gen_step(self, p, dq_prev, at, st_key, label):
+        """The step's non-MFMA work in dependency order, placed in the MFMA shadows by schedule():
+        at = {"s_end", "dp_end", "dq_end": index of the MFMA after the last of each}."""
         k = self.k
-        with k.region("write_ds", expect={"ds_write": 4}):
-            for kb in range(2):
-                for kq in range(2):
-                    k.ds_write_b128(DS_WR[kq], DP[16 * kb + 8 * kq:16 * kb + 8 * kq + 3],
-                                    offset=L.DS_BUF[p] + L.ds_write_imm(0, kb)).lds_buffer = f"ds{p}"
+        yield from self.gen_dma_spread(p)
+        yield from self.gen_lse(st_key)
+        yield ("after", at["s_end"] + self.HAZARD_MFMAS)            # S_j done
+        yield from self.settle(at["s_end"] - 1)
+        k.s_cmp_lt_i32(Q0, MASK_Q)
+        k.s_cbranch_scc0(k.L(label))
+        self.mask_tile()
+        k.label(label); yield 8                                      # (boundary steps only: the branch)
+        yield from self.gen_exp_arg()
+        for kb in range(2):                                          # P_j -> dV's B operands LSE[8kb + 4kq..]
+            yield from self.gen_exp(kb)
+            yield from self.gen_pack(S[16 * kb:16 * kb + 15], [LSE[8 * kb + i] for i in range(8)])
+            yield ("token", ("P", kb, 0))
+            yield ("token", ("P", kb, 1))
+        yield ("after", at["dp_end"] + self.HAZARD_MFMAS)           # dP_j done
+        yield from self.settle(at["dp_end"] - 1)
+        yield from self.gen_ds(p)
+        if dq_prev:
+            yield ("after", at["dq_end"] + self.HAZARD_MFMAS)       # dQ_{j-1} done
+            yield from self.settle(at["dq_end"] - 1)
+            yield from self.gen_atomics()
 
-    def dq(self, p):
-        """The wave's 32 columns of dQ (a32: dQ, lanes along d; a16: dQᵀ, lanes along q) = dS'·K over the
-        256 keys: 2 transposing reads of dS' and 2 of K per MFMA."""
-        ops = []
-        for kk in range(16):
-            fs = self.frag_tr(("ds", kk), DS_TR, L.DS_BUF[p] + L.tr_imm(0, kk, L.DS_ROW), f"ds{p}")
-            fk = self.frag_tr(("kt", kk), K_TR[kk // 8], L.tr_imm(0, kk % 8), "k")
-            pair = [fs, fk] if self.atomic32 else [fk, fs]
-            ops.append((lambda a_, b_, kk=kk: self.mfma(DQ, a_, b_, 0 if kk == 0 else DQ), pair))
-        with self.k.region("dq", expect={"mfma": 16, "ds_read": 64}):
-            self.cluster(ops, ahead=3)
-
-    def dq_atomics(self):
+    def body(self, p, dq_prev):
+        """Step j (Q_j/dO_j in QD buffer p, LSE_j/D_j in the wave's ST slot p), with dQ of step j-1 (dS
+        in LDS buffer 1-p) when dq_prev. The MFMAs in order
+            S_j (16) | dP_j (16), dV_j (16), one dQ_{j-1} MFMA after every second of them | dK_j (16)
+        (dQ's transposing reads are the heaviest LDS traffic: spread, the LDS pipe stays below its
+        rate), and in their shadows, as each input is ready: the DMA of step j+1 (into step j-1's
+        buffers), L_j; the mask (boundary steps), P_j = exp2(S·c − L) packed into dV's B operands; dS_j
+        = P∘(dP − D) packed into dK's and written to LDS buffer p; the atomics of dQ_{j-1}. Then every
+        wave's dS_j is in LDS and its reads of Q_j / dO_j are done: s_barrier."""
         k = self.k
-        k.s_nop(15)                                                    # last dQ MFMA -> VMEM data read
-        if not self.fold:
-            for i in range(0, 16, 2):
-                k.v_pk_mul_f32(DQ[i:i + 1], DQ[i:i + 1], SCL2)
-            k.s_nop(1)                                                 # (wide-store-free: atomics read at issue)
-        if self.atomic32:
-            with k.region("dq_atomic", expect={"vmem_atomic": 16}):
-                for g in range(4):
-                    k.s_add_u32(SOFF_T, SOFF_DQ, 4096 * g)
-                    for e in range(4):
-                        k.buffer_atomic_add_f32(DQ[4 * g + e], DQ_VOFF, RS_DQ, SOFF_T, offen=True, offset=512 * e)
-        else:
-            with k.region("dq_atomic", expect={"vmem_atomic": 8}):
-                for g in range(4):
-                    k.instr(self.cvt_pk, DQ[4 * g], DQ[4 * g], DQ[4 * g + 1])
-                    k.instr(self.cvt_pk, DQ[4 * g + 1], DQ[4 * g + 2], DQ[4 * g + 3])
-                for g in range(4):
-                    for e in range(2):
-                        k.instr(self.atomic_pk, DQ[4 * g + e], DQ_VOFF, RS_DQ, SOFF_DQ, offen=True,
-                                offset=2 * (8 * g + 2 * e))
-
-    def body(self, p):
-        """One 32-row step with Q/dO in QD buffer p (see the module docstring)."""
-        k = self.k
-        with k.region(f"step{p}"):
+        sfx = "" if dq_prev else "_first"
+        with k.region(f"step{p}{sfx}"):
             k.s_lshl_b32(Q0, STEP, 5)
             k.s_add_u32(Q0, Q0, Q_FIRST)
-            k.s_mul_i32(SOFF_DQ, Q0, 512 if self.atomic32 else 256)
-            self.s_dp(p)
-            self.softmax(p)
-            self.write_ds(p)
-            self.dv_dk(p)
-            k.s_waitcnt(lgkmcnt=0)
-            k.s_barrier()                         # every wave's dS'_j in LDS, Q_j / dO_j reads done
-            self.dq(p)
-            self.dq_atomics()
-            k.s_add_u32(ST0, STEP, 2)
-            self.dma_step(ST0, p)
+            st = self.stats_reads(p)
+            ops = self.ops_s(p)
+            at = {"s_end": len(ops)}
+            mid = self.ops_dp(p) + self.ops_grad(p, lambda kb, kq: LSE[8 * kb + 4 * kq:8 * kb + 4 * kq + 3], DV_ACC,
+                                                  L.DO_OFF, "dot", "P", reread=self.REREAD_DV)
+            dq = self.ops_dq(1 - p) if dq_prev else []
+            for m, op in enumerate(mid):
+                ops.append(op)
+                if m == 15:
+                    at["dp_end"] = len(ops)
+                if dq and m % 2 == 1:
+                    ops.append(dq[m // 2])
+            at["dq_end"] = len(ops)
+            ops += self.ops_grad(p, lambda kb, kq: DP[16 * kb + 8 * kq:16 * kb + 8 * kq + 3], DK_ACC, 0, "qt", "dS")
+            pre, self._prefetched = self._prefetched, None
+            with k.region("mfma", expect={"mfma": 64 + 16 * dq_prev, "ds_read": (24 - len(pre or ())) + 8 + 8 + 16
+                                          + 16 * self.REREAD_DV + 16 + 64 * dq_prev + self.PREFETCH, "ds_write": 4}):
+                self.schedule(ops, self.gen_step(p, dq_prev, at, st[-1].key, f".Lskip_mask_{p}{sfx}"),
+                              ahead=self.AHEAD, wait_span=self.WAIT_SPAN, prefetched=pre,
+                              extra=[(self.STATS_SPREAD * i, f) for i, f in enumerate(st)],
+                              hook=(len(ops) - 1 - self.BARRIER_EARLY, lambda: self.step_barrier(p)))
             k.s_add_u32(STEP, STEP, 1)
+            k.s_mul_i32(SOFF_DQ, Q0, 512 if self.atomic32 else 256)  # the atomics (next step) add dQ_j here
             k.s_cmp_lt_u32(STEP, N_STEPS)
-            k.s_cbranch_scc0(k.L(".Lloop_end"))
-            # step j+1's DMAs landed (after them: this step's atomics and step j+2's DMAs)
-            k.s_waitcnt(vmcnt=(16 if self.atomic32 else 8) + L.QD_DMA + 2)
-            k.s_barrier()
+
+    AHEAD = 4           # MFMAs ahead the LDS operands are read
+    WAIT_SPAN = 2       # MFMAs whose operands one s_waitcnt covers
+    DMA_SPREAD = 2      # MFMAs between two of the next step's DMA instructions
+    STATS_SPREAD = 1    # MFMAs between two LSE/D reads
+    REREAD_DV = True    # dV by key block, its dOᵀ fragments read twice (ops_grad)
+    BARRIER_EARLY = 3   # the step's barrier precedes its last dK MFMAs: step j+1's first reads fly under them
+    PREFETCH = 3        # ... those reads: Q(0) and K(kb, 0) of S_{j+1}, into the last ring slots
+    PREFETCH_SLOTS = tuple(range(N_RING - PREFETCH, N_RING))
+
+    def step_barrier(self, p):
+        """Every wave's dS_j in LDS and its reads of Q_j / dO_j done (all of dK's were issued by now),
+        step j+1's DMA (issued under S_j) landed: s_barrier; then the first operands of S_{j+1} (into
+        ring slots the rest of dK does not use; the next schedule takes them as prefetched)."""
+        k = self.k
+        self.shadow_until("dS written")
+        st = k.stream
+        last_dma = max(i for i, x in enumerate(st) if x.is_lds_dma)
+        k.s_waitcnt(vmcnt=sum(1 for x in st[last_dma + 1:] if x.info.get("unit") == "VMEM"), lgkmcnt=0)
+        self._lds_done = len(st)
+        k.s_barrier()
+        nxt = []
+        for _, opnds, _ in self.ops_s(1 - p):
+            nxt += [f for f in opnds if isinstance(f, Frag) and f.key not in [g.key for g in nxt]]
+        pre = {}
+        for f, slot in zip(nxt[:self.PREFETCH], self.PREFETCH_SLOTS):  # the same slots in every step: the
+            assert self._slot_free[slot] <= self._issued - 1, f"ring slot {slot} still in use at the barrier"
+            f.emit(RING[4 * slot:4 * slot + 3])                         # next body is entered from several
+            pre[f.key] = (slot, len(st) - 1)
+        self._prefetched = pre
+
+    def tail(self, p):
+        """dQ of the last step (dS in LDS buffer p) and its atomics."""
+        k = self.k
+        self._prefetched = None                                       # (the last step's prefetch: unused)
+        with k.region(f"tail{p}", expect={"mfma": 16, "ds_read": 64}):
+            self.schedule(self.ops_dq(p), ahead=3)
+            k.s_nop(12)                                              # last dQ MFMA -> atomics' data
+            self.fill(self.gen_atomics())
 
     def loop(self):
         k = self.k
         self.load_tile()
-        k.s_waitcnt(vmcnt=L.QD_DMA + 2)                               # K, Vᵀ and step 0 landed
+        k.s_waitcnt(vmcnt=0)                                          # K, Vᵀ and step 0 landed
         k.s_barrier()
-        k.s_mov_b32(STEP, 0)
+        self._lds_done = len(k.stream)
+        self._prefetched = None
+        self.body(0, dq_prev=False)
+        k.s_cbranch_scc0(k.L(".Ltail0"))
         k.label(".Lloop")
-        self.body(0)
-        self.body(1)
-        k.s_branch(k.L(".Lloop"))
+        self.body(1, dq_prev=True)
+        k.s_cbranch_scc0(k.L(".Ltail1"))
+        self.body(0, dq_prev=True)
+        k.s_cbranch_scc1(k.L(".Lloop"))
+        k.label(".Ltail0")
+        self.tail(0)
+        k.s_branch(k.L(".Lloop_end"))
+        k.label(".Ltail1")
+        self.tail(1)
         k.label(".Lloop_end")
 
     # ---- epilogue ----------------------------------------------------------------------------------
