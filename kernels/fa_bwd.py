@@ -130,6 +130,9 @@ U32_ARGS = ["scalar", "seqlen_q", "Hs_q", "BAs_q", "Seqs_q", "ratio", "Hs_k", "B
             "Hs_dv", "BAs_dv", "Seqs_dv", "Hs_lsed", "max_seqlen_dq"]
 A = {n: s[48 + i] for i, n in enumerate(U32_ARGS)}
 HK = s[73]
+# loop constants in argument SGPRs that setup() leaves dead: per-step offset increments of the Q, dO and
+# wave-dependent (Q or dO) DMAs, the latter's offset, 512 * wave (the wave's LSE/D slot)
+INC_Q, INC_DO, INC_MIX, SOFF_MIX, WAVE_512 = A["Hs_q"], A["BAs_q"], A["ratio"], A["Hs_k"], A["BAs_k"]
 SEQ_PTR = {"ptr_qseq": s[74:75], "ptr_kseq": s[76:77], "ptr_qseq_padded": s[78:79], "ptr_kseq_padded": s[80:81]}
 
 
@@ -173,8 +176,11 @@ class _Builder:
         self.atomic_pk = f"buffer_atomic_pk_add_{dtype}"
         self.wg_tile, self.wg_head, self.wg_batch = (self.k.workgroup_id(x) for x in "xyz")
         self._bal, self._gate, self._lds_done, self._read_at, self._prefetched = 0, 0, -1, {}, None
+        self._scheduling, self._issued = False, 0
 
     SLOT = 28           # issue cycles after each MFMA for other instructions (32-cycle MFMA, 4 its own issue)
+    FEED_FIT = False    # place a shadow instruction only where its cycles fit (else: while the slot has any left)
+    FEED_CARRY = 0      # cycles a slot may pass on unused to the next
 
     def mfma(self, acc, a_, b_, c_):
         self.k.instr(self.mfma_name, acc, a_, b_, c_)
@@ -304,6 +310,11 @@ class _Builder:
             self.kv_head()
             self.resources()
             k.s_lshl_b32(WAVE_1K, WAVE, 10)
+            k.s_lshl_b32(WAVE_512, WAVE, 9)
+            k.s_lshl_b32(INC_Q, A["Seqs_q"], 5)                         # 32 rows
+            k.s_lshl_b32(INC_DO, A["Seqs_do"], 5)
+            k.s_cmp_lt_u32(WAVE, 2)
+            k.s_cselect_b32(INC_MIX, INC_Q, INC_DO)
             self.lds_bases()
             self.dma_offsets()
             self.consts()
@@ -516,11 +527,13 @@ class _Builder:
                 k.v_cmp_gt_u32(vcc, SEQ_K, TMP[2])                     # key < seqlen_k
                 k.s_nop(1)
                 k.v_cndmask_b32(KEYREL[kb], TMP[4], KEYREL[kb], vcc)
-        with k.region("zero_acc", expect={"valu": 256}):
-            for i in range(256):
-                k.v_accvgpr_write_b32(a[i], 0)
         k.s_cmp_eq_u32(N_STEPS, 0)
-        k.s_cbranch_scc1(k.L(".Lstore"))
+        k.s_cbranch_scc1(k.L(".Lempty"))                             # no query sees the tile: dK = dV = 0
+
+    def zero_acc(self):
+        with self.k.region("zero_acc", expect={"valu": 256}):
+            for i in range(256):
+                self.k.v_accvgpr_write_b32(a[i], 0)
 
     def load_tile(self):
         """K tile -> LDS (20 DMAs per wave), Vᵀ -> VGPRs (16 loads), steps 0 and 1 -> QD buffers 0, 1."""
@@ -548,33 +561,43 @@ class _Builder:
                     k.buffer_load_dwordx4(VT[4 * f:4 * f + 3], TMP[2], RS_V, SOFF_T, offen=True, offset=32 * kk)
         with k.region("load_q0", expect={"lds_dma": L.QD_DMA + 2}):
             k.s_mov_b32(STEP, 0)
-            self.fill(self.gen_dma(0, 0))                            # step 0; each step loads the next
+            k.s_mul_i32(SOFF_Q, Q_FIRST, A["Seqs_q"])
+            k.s_mul_i32(SOFF_DO, Q_FIRST, A["Seqs_do"])
+            k.s_cmp_lt_u32(WAVE, 2)
+            k.s_cselect_b32(SOFF_MIX, SOFF_Q, SOFF_DO)
+            k.s_lshl_b32(SOFF_ST, Q_FIRST, 2)
+            self.fill(self.gen_dma(0))                               # step 0; each step loads the next
 
-    def gen_dma(self, ahead, p):
-        """Q, dO (5 DMAs) and LSE, D (2) of step min(STEP + ahead, n-1) into QD buffer p and the wave's ST
-        slot p (the last steps re-load the last tile, so every wave issues the same DMAs and vmcnt
-        stays uniform); a generator (yields VALU-port cycles) for an MFMA shadow."""
+    def gen_dma(self, p):
+        """Q, dO (5 DMAs) and LSE, D (2) of the next step to load (offsets SOFF_Q/DO/MIX/ST) into QD
+        buffer p and the wave's ST slot p, then the offsets move 32 rows on (the DMA after the last step
+        reads past the sequence: zeros, and every wave issues the same DMAs, so vmcnt stays uniform). A
+        generator for an MFMA shadow: in a schedule an MFMA separates each m0 write from its DMA (the
+        1 wait state SALU m0 -> LDS-DMA), and DMA_SPREAD MFMAs separate two DMAs."""
         k = self.k
-        k.s_add_u32(ST0, STEP, ahead); yield 4
-        k.s_sub_u32(ST1, N_STEPS, 1); yield 4
-        k.s_min_u32(ST0, ST0, ST1); yield 4
-        k.s_lshl_b32(ST0, ST0, 5); yield 4
-        k.s_add_u32(ST0, ST0, Q_FIRST); yield 4
-        k.s_mul_i32(SOFF_Q, ST0, A["Seqs_q"]); yield 4
-        k.s_mul_i32(SOFF_DO, ST0, A["Seqs_do"]); yield 4
-        k.s_lshl_b32(SOFF_ST, ST0, 2); yield 4
-        k.s_cmp_lt_u32(WAVE, 2); yield 4
-        k.s_cselect_b32(SOFF_T, SOFF_Q, SOFF_DO); yield 4
-        for i in range(L.QD_DMA):
-            rs, so = ((RS_Q, SOFF_Q), (RS_Q, SOFF_Q), (RS_MIX, SOFF_T), (RS_DO, SOFF_DO), (RS_DO, SOFF_DO))[i]
-            k.s_add_u32(m0, WAVE_1K, L.QD_BUF[p] + L.DMA_CHUNK * L.WAVES * i); yield 4
-            k.s_nop(0); yield 4                                       # SALU m0 -> LDS-DMA
-            k.buffer_load_dwordx4(QD_DMA[i], rs, so, offen=True, lds=True).lds_buffer = f"qd{p}"; yield 4
-        k.s_mul_i32(ST0, WAVE, L.ST_SLOT); yield 4
-        for rs, off in ((RS_LSE, 0), (RS_D, L.D_OFF)):
-            k.s_add_u32(m0, ST0, L.ST_BASE + L.WAVES * L.ST_SLOT * p + off); yield 4
-            k.s_nop(0); yield 4
-            k.buffer_load_dword(ST_DMA, rs, SOFF_ST, offen=True, lds=True).lds_buffer = f"st{p}"; yield 4
+        qd = [(RS_Q, SOFF_Q), (RS_Q, SOFF_Q), (RS_MIX, SOFF_MIX), (RS_DO, SOFF_DO), (RS_DO, SOFF_DO)]
+        st = L.ST_BASE + L.WAVES * L.ST_SLOT * p
+        dmas = [(k.buffer_load_dwordx4, QD_DMA[i], rs, so, WAVE_1K, L.QD_BUF[p] + L.DMA_CHUNK * L.WAVES * i, f"qd{p}")
+                for i, (rs, so) in enumerate(qd)]
+        dmas += [(k.buffer_load_dword, ST_DMA, rs, SOFF_ST, WAVE_512, st + off, f"st{p}")
+                 for rs, off in ((RS_LSE, 0), (RS_D, L.D_OFF))]
+        for load, voff, rs, so, wave_base, base, tag in dmas:
+            yield 4
+            k.s_add_u32(m0, wave_base, base)
+            if self._scheduling:
+                yield ("after", self._issued + 1)
+            else:
+                yield 4
+                k.s_nop(0)
+            yield 4
+            load(voff, rs, so, offen=True, lds=True).lds_buffer = tag
+            if self._scheduling:
+                yield ("after", self._issued + self.DMA_SPREAD - 1)
+        for so, inc in ((SOFF_Q, INC_Q), (SOFF_DO, INC_DO), (SOFF_MIX, INC_MIX)):
+            yield 4
+            k.s_add_u32(so, so, inc)
+        yield 4
+        k.s_add_u32(SOFF_ST, SOFF_ST, 4 * L.BLOCK_Q)
 
     # ---- operand reads and the scheduler ---------------------------------------------------------
     def frag_b128(self, key, base, imm, tag, regs=None):
@@ -603,7 +626,7 @@ class _Builder:
         self.k.s_waitcnt(lgkmcnt=0)
         self._lds_done = len(self.k.stream)
 
-    def schedule(self, ops, shadow=None, ahead=3, extra=(), wait_span=2, hook=None, prefetched=None):
+    def schedule(self, ops, shadow=None, ahead=3, extra=(), wait_span=2, hooks=(), prefetched=None):
         """The MFMAs `ops` = [(emit, operands, needs)] in order (an operand a Frag read from LDS, or a
         register range; needs: tokens the shadow must have produced first). Each Frag is read `ahead`
         MFMAs before its first use into a ring slot (refilled only after the last MFMA reading it has
@@ -614,9 +637,9 @@ class _Builder:
         MFMA n has issued, or ("token", name): what MFMAs needing `name` wait for (an MFMA whose token is
         not out yet drains the shadow up to it). What is left of the shadow follows the last MFMA.
         extra: (op index, Frag with its own registers) read right after that MFMA, waited for by
-        whoever uses them (self._read_at). hook = (i, fn): fn() after MFMA i and its shadow share (no
-        Frag read past MFMA i stays in PREFETCH_SLOTS: the hook may fill them).
-        prefetched: {key: (ring slot, stream index of its read)} of Frags an earlier schedule read."""
+        whoever uses them (self._read_at). hooks = [(i, fn)]: fn() after MFMA i and its shadow share (no
+        Frag read past the first hook's MFMA stays in PREFETCH_SLOTS: the hooks may fill them).
+        prefetched: {key: (registers, stream index of its read)} of Frags an earlier schedule read."""
         k = self.k
         first, last, order = {}, {}, []
         for i, (_, opnds, _) in enumerate(ops):
@@ -627,11 +650,14 @@ class _Builder:
                         order.append(f)
                     last[f.key] = i
         slot_free, where, read_at = [-1] * N_RING, {}, {}
-        for key, (slot, at) in (prefetched or {}).items():
-            where[key], read_at[key], slot_free[slot] = RING[4 * slot:4 * slot + 3], at, last[key]
+        for key, (regs, at) in (prefetched or {}).items():
+            where[key], read_at[key] = regs, at
+            if key in last and regs in self.RING_SLOTS:
+                slot_free[self.RING_SLOTS.index(regs)] = last[key]
+        reserve_after = min((h for h, _ in hooks), default=None)
         self._read_at = read_at
         self._shadow, self._tokens, self._gate, self._bal, self._issued = shadow, set(), 0, 0, 0
-        self._op_at = {}
+        self._op_at, self._scheduling, self._pending = {}, True, None
         rr, nxt = 0, 0
         extra_at = {}
         for i, f in extra:
@@ -648,8 +674,8 @@ class _Builder:
                     for _ in range(N_RING):                       # the next slot whose last MFMA has issued
                         slot = rr % N_RING
                         rr += 1
-                        if slot_free[slot] <= after and not (hook and slot in self.PREFETCH_SLOTS
-                                                             and last[f.key] > hook[0]):
+                        if slot_free[slot] <= after and not (reserve_after is not None and slot in self.PREFETCH_SLOTS
+                                                             and last[f.key] > reserve_after):
                             break
                     else:
                         raise AssertionError(f"no free ring slot for {f.key}: read fewer MFMAs ahead")
@@ -677,50 +703,73 @@ class _Builder:
                 read_at[f.key] = len(k.stream) - 1
             issue_until(i + 1 + ahead, i)
             self.feed(self.SLOT - 4 * (len(k.stream) - mark - 1))
-            if hook and hook[0] == i:
-                hook[1]()
+            for h, fn in hooks:
+                if h == i:
+                    fn()
         assert nxt == len(order)
         self.shadow_until(None)
+        self._scheduling = False
 
-    def feed(self, budget):
-        """Place shadow instructions until this MFMA slot's `budget` cycles are used (an overrun shortens
-        the next slot's share; unused cycles do not accumulate), unless it waits for a later MFMA."""
-        self._bal = min(self._bal + budget, budget)
-        while self._bal > 0 and self._issued >= self._gate:
-            c = next(self._shadow, None) if self._shadow is not None else None
-            if c is None:
-                self._shadow = None
-                return
+    def _peek(self):
+        """The shadow's next item (markers taken on the way): the issue cycles of the instruction it
+        emits when resumed, or None when it is done or waits for a later MFMA."""
+        while self._shadow is not None:
+            if self._pending is None:
+                self._pending = next(self._shadow, None)
+                if self._pending is None:
+                    self._shadow = None
+                    return None
+            c = self._pending
             if isinstance(c, tuple):
                 if c[0] == "after":
                     self._gate = c[1]
+                    if self._issued < self._gate:
+                        return None
                 else:
                     self._tokens.add(c[1])
+                self._pending = None
                 continue
-            self._bal -= c
+            return c if self._issued >= self._gate else None
+        return None
+
+    def feed(self, budget):
+        """Place shadow instructions that fit this MFMA slot's `budget` cycles (a slot still empty takes
+        one that does not; unused cycles do not accumulate), unless the shadow waits for a later MFMA.
+        A shadow yields each instruction's cost before emitting it (resuming it emits)."""
+        self._bal = min(self._bal + budget, budget + self.FEED_CARRY)
+        fresh = True
+        while True:
+            c = self._peek()
+            if c is None or self._bal <= 0 or (self.FEED_FIT and c > self._bal and not fresh):
+                return
+            self._pending, fresh = None, False
+            self._bal -= c                       # resuming the generator emits the instruction
 
     def shadow_until(self, token):
         """Emit the shadow up to `token` (None: all of it) regardless of the budget."""
         while self._shadow is not None and (token is None or token not in self._tokens):
-            c = next(self._shadow, None)
-            if c is None:
-                self._shadow = None
-                break
+            if self._pending is None:
+                self._pending = next(self._shadow, None)
+                if self._pending is None:
+                    self._shadow = None
+                    break
+            c = self._pending
             if isinstance(c, tuple):
                 if c[0] == "after":
                     assert c[1] <= self._issued or token is None, f"the shadow waits for MFMA {c[1]}, which needs {token}"
                 else:
                     self._tokens.add(c[1])
+            self._pending = None
         assert token is None or token in self._tokens, f"the shadow never produces {token}"
 
     def settle(self, op, need=12):
         """s_nop so that `need` wait states separate MFMA `op` (an index of the current schedule) from
         what follows (an 8-pass XDL MFMA's D read by VALU or memory: 12, notes §4.2); yields its cycles."""
         from flyasm.report.stats import nop_wait_states
+        yield 4                                                      # (an estimate: counted when emitted)
         ws = sum(nop_wait_states(x) if x.name == "s_nop" else 1 for x in self.k.stream[self._op_at[op] + 1:])
         if ws < need:
             self.k.s_nop(need - ws - 1)
-            yield 4 * (need - ws)
 
     @staticmethod
     def fill(gen):
@@ -781,28 +830,18 @@ class _Builder:
                 for g in range(4) for d, dst in ((False, LSE), (True, DD))]
 
     # ---- VALU in the shadows (generators: each yields its instruction's VALU-port cycles) ---------
-    def gen_dma_spread(self, p):
-        """Step j+1's DMAs into the buffers of step j-1 (free since the last barrier), one VMEM
-        instruction per two MFMAs so the four waves do not queue on the CU's memory port together."""
-        n = 0
-        for c in self.gen_dma(1, 1 - p):
-            yield c
-            if c == 4 and self._last_is_vmem():
-                n += self.DMA_SPREAD
-                yield ("after", n)
-
-    def _last_is_vmem(self):
-        return self.k.stream[-1].info.get("unit") == "VMEM"
-
     def gen_lse(self, last_read):
         """L = LSE·log2e (− log2 scale): after the stats reads landed."""
         k = self.k
-        self.wait_lds(self._read_at[last_read]); yield 4
+        yield 4
+        self.wait_lds(self._read_at[last_read])
         for i in range(0, 16, 2):
             if self.fold:
-                k.v_pk_fma_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2, SCL2, neg_lo=[0, 0, 1], neg_hi=[0, 0, 1]); yield 4
+                yield 4
+                k.v_pk_fma_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2, SCL2, neg_lo=[0, 0, 1], neg_hi=[0, 0, 1])
             else:
-                k.v_pk_mul_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2); yield 4
+                yield 4
+                k.v_pk_mul_f32(LSE[i:i + 1], LSE[i:i + 1], LOG2E2)
 
     def gen_exp_arg(self):
         """S·c − L in place for both key blocks (before P's packing reuses L's registers)."""
@@ -810,12 +849,14 @@ class _Builder:
         for kb in range(2):
             for r in range(0, 16, 2):
                 x = S[16 * kb + r:16 * kb + r + 1]
-                k.v_pk_fma_f32(x, x, C2, LSE[r:r + 1], neg_lo=[0, 0, 1], neg_hi=[0, 0, 1]); yield 4
+                yield 4
+                k.v_pk_fma_f32(x, x, C2, LSE[r:r + 1], neg_lo=[0, 0, 1], neg_hi=[0, 0, 1])
 
     def gen_exp(self, kb):
         """P = exp2(S·c − L) in place (fp32) for key block kb."""
         for i in range(16):
-            self.k.v_exp_f32(S[16 * kb + i], S[16 * kb + i]); yield 16
+            yield 16
+            self.k.v_exp_f32(S[16 * kb + i], S[16 * kb + i])
 
     def gen_pack(self, X, dst):
         """16 accumulators of a 32x32 tile (D[i=q][j=key]) -> two B operands (queries 16kq..16kq+15) in
@@ -823,10 +864,13 @@ class _Builder:
         k = self.k
         for kq in range(2):
             for e in range(4):
-                k.instr(self.cvt_pk, dst[4 * kq + e], X[8 * kq + 2 * e], X[8 * kq + 2 * e + 1]); yield 4
+                yield 4
+                k.instr(self.cvt_pk, dst[4 * kq + e], X[8 * kq + 2 * e], X[8 * kq + 2 * e + 1])
         for kq in range(2):                                          # each swap >= 2 VALU after its cvts
-            k.v_permlane32_swap_b32(dst[4 * kq], dst[4 * kq + 2]); yield 4
-            k.v_permlane32_swap_b32(dst[4 * kq + 1], dst[4 * kq + 3]); yield 4
+            yield 4
+            k.v_permlane32_swap_b32(dst[4 * kq], dst[4 * kq + 2])
+            yield 4
+            k.v_permlane32_swap_b32(dst[4 * kq + 1], dst[4 * kq + 3])
 
     def gen_ds(self, p):
         """dS = P∘(dP − D) in dP's registers, packed in place (dK's B operands: tokens ("dS", kb, kq)),
@@ -835,17 +879,20 @@ class _Builder:
         for kb in range(2):
             for r in range(0, 16, 2):
                 y = DP[16 * kb + r:16 * kb + r + 1]
-                k.v_pk_add_f32(y, y, DD[r:r + 1], neg_lo=[0, 1], neg_hi=[0, 1]); yield 4
+                yield 4
+                k.v_pk_add_f32(y, y, DD[r:r + 1], neg_lo=[0, 1], neg_hi=[0, 1])
             for r in range(0, 16, 2):
                 y = DP[16 * kb + r:16 * kb + r + 1]
-                k.v_pk_mul_f32(y, y, S[16 * kb + r:16 * kb + r + 1]); yield 4
+                yield 4
+                k.v_pk_mul_f32(y, y, S[16 * kb + r:16 * kb + r + 1])
             X = DP[16 * kb:16 * kb + 15]
             yield from self.gen_pack(X, [X[i] for i in (0, 1, 2, 3, 8, 9, 10, 11)])      # in place
             yield ("token", ("dS", kb, 0))
             yield ("token", ("dS", kb, 1))
             for kq in range(2):
+                yield 4
                 k.ds_write_b128(DS_WR[kq], DP[16 * kb + 8 * kq:16 * kb + 8 * kq + 3],
-                                offset=L.DS_BUF[p] + L.ds_write_imm(0, kb)).lds_buffer = f"ds{p}"; yield 4
+                                offset=L.DS_BUF[p] + L.ds_write_imm(0, kb)).lds_buffer = f"ds{p}"
         yield ("token", "dS written")
 
     def gen_atomics(self):
@@ -855,13 +902,17 @@ class _Builder:
         k = self.k
         if not self.fold:
             for i in range(0, 16, 2):
-                k.v_pk_mul_f32(DQ[i:i + 1], DQ[i:i + 1], SCL2); yield 4
-            k.s_nop(1); yield 8
+                yield 4
+                k.v_pk_mul_f32(DQ[i:i + 1], DQ[i:i + 1], SCL2)
+            yield 8
+            k.s_nop(1)
         if self.atomic32:
             for g in range(4):
-                k.s_add_u32(SOFF_T, SOFF_DQ, 4096 * g); yield 4
+                yield 4
+                k.s_add_u32(SOFF_T, SOFF_DQ, 4096 * g)
                 for e in range(4):
-                    k.buffer_atomic_add_f32(DQ[4 * g + e], DQ_VOFF, RS_DQ, SOFF_T, offen=True, offset=512 * e); yield 4
+                    yield 4
+                    k.buffer_atomic_add_f32(DQ[4 * g + e], DQ_VOFF, RS_DQ, SOFF_T, offen=True, offset=512 * e)
             return
         # lo = even ? r0 : r1 of the odd neighbour; hi = odd ? r1 : r0 of the even neighbour (one
         # v_cndmask with a DPP lane swap each), three pairs per switch of the lane mask in vcc
@@ -869,19 +920,25 @@ class _Builder:
         for c in range(0, len(pairs), 3):
             grp = pairs[c:c + 3]
             for half, mask in ((0, 0x55555555), (1, 0xAAAAAAAA)):
-                k.s_mov_b32(vcc_lo, mask); yield 4
-                k.s_mov_b32(vcc_hi, mask); yield 4
+                yield 4
+                k.s_mov_b32(vcc_lo, mask)
+                yield 4
+                k.s_mov_b32(vcc_hi, mask)
                 for n, (g, m) in enumerate(grp):
                     r0, r1 = DQ[4 * g + 2 * m], DQ[4 * g + 2 * m + 1]
                     src, keep = (r1, r0) if half == 0 else (r0, r1)
+                    yield 4
                     k.v_cndmask_b32(TMP[2 * n + half], src, keep, vcc, quad_perm=[1, 0, 3, 2], row_mask=0xF,
-                                    bank_mask=0xF); yield 4
+                                    bank_mask=0xF)
             for n, (g, m) in enumerate(grp):
                 r0 = DQ[4 * g + 2 * m]
-                k.instr(self.cvt_pk, r0, TMP[2 * n], TMP[2 * n + 1]); yield 4
+                yield 4
+                k.instr(self.cvt_pk, r0, TMP[2 * n], TMP[2 * n + 1])
             for n, (g, m) in enumerate(grp):
-                k.s_add_u32(SOFF_T, SOFF_DQ, 2048 * g); yield 4
-                k.instr(self.atomic_pk, DQ[4 * g + 2 * m], DQ_VOFF, RS_DQ, SOFF_T, offen=True, offset=512 * m); yield 4
+                yield 4
+                k.s_add_u32(SOFF_T, SOFF_DQ, 2048 * g)
+                yield 4
+                k.instr(self.atomic_pk, DQ[4 * g + 2 * m], DQ_VOFF, RS_DQ, SOFF_T, offen=True, offset=512 * m)
 
     def mask_tile(self):
         """S = -inf where the key is past seqlen_k or (causal) past the query's diagonal; L clamped to
@@ -912,14 +969,15 @@ class _Builder:
         """The step's non-MFMA work in dependency order, placed in the MFMA shadows by schedule():
         at = {"s_end", "dp_end", "dq_end": index of the MFMA after the last of each}."""
         k = self.k
-        yield from self.gen_dma_spread(p)
+        yield from self.gen_dma(1 - p)                               # step j+1 into step j-1's buffers
         yield from self.gen_lse(st_key)
         yield ("after", at["s_end"] + self.HAZARD_MFMAS)            # S_j done
         yield from self.settle(at["s_end"] - 1)
+        yield 8                                                      # (boundary steps only: the branch)
         k.s_cmp_lt_i32(Q0, MASK_Q)
         k.s_cbranch_scc0(k.L(label))
         self.mask_tile()
-        k.label(label); yield 8                                      # (boundary steps only: the branch)
+        k.label(label)
         yield from self.gen_exp_arg()
         for kb in range(2):                                          # P_j -> dV's B operands LSE[8kb + 4kq..]
             yield from self.gen_exp(kb)
@@ -953,22 +1011,26 @@ class _Builder:
             at = {"s_end": len(ops)}
             mid = self.ops_dp(p) + self.ops_grad(p, lambda kb, kq: LSE[8 * kb + 4 * kq:8 * kb + 4 * kq + 3], DV_ACC,
                                                   L.DO_OFF, "dot", "P", reread=self.REREAD_DV)
+            mid += self.ops_grad(p, lambda kb, kq: DP[16 * kb + 8 * kq:16 * kb + 8 * kq + 3], DK_ACC, 0, "qt", "dS")
             dq = self.ops_dq(1 - p) if dq_prev else []
-            for m, op in enumerate(mid):
+            for m, op in enumerate(mid):                                   # dQ_{j-1}: one after every DQ_EVERY-th
                 ops.append(op)
                 if m == 15:
                     at["dp_end"] = len(ops)
-                if dq and m % 2 == 1:
-                    ops.append(dq[m // 2])
-            at["dq_end"] = len(ops)
-            ops += self.ops_grad(p, lambda kb, kq: DP[16 * kb + 8 * kq:16 * kb + 8 * kq + 3], DK_ACC, 0, "qt", "dS")
+                if dq and m % self.DQ_EVERY == self.DQ_EVERY - 1 and m // self.DQ_EVERY < 16:
+                    ops.append(dq[m // self.DQ_EVERY])
+                    if m // self.DQ_EVERY == 15:
+                        at["dq_end"] = len(ops)
             pre, self._prefetched = self._prefetched, None
-            with k.region("mfma", expect={"mfma": 64 + 16 * dq_prev, "ds_read": (24 - len(pre or ())) + 8 + 8 + 16
-                                          + 16 * self.REREAD_DV + 16 + 64 * dq_prev + self.PREFETCH, "ds_write": 4}):
+            extra = [] if pre else [(self.STATS_SPREAD * i, f) for i, f in enumerate(st)]   # else read in step j-1
+            end = len(ops) - 1
+            with k.region("mfma", expect={"mfma": 64 + 16 * dq_prev, "ds_read": 24 + 8 + 8 + 16 + 16 * self.REREAD_DV
+                                          + 16 + 64 * dq_prev - len(pre or ()) + self.NEXT_READS,
+                                          "ds_write": 4}):
                 self.schedule(ops, self.gen_step(p, dq_prev, at, st[-1].key, f".Lskip_mask_{p}{sfx}"),
-                              ahead=self.AHEAD, wait_span=self.WAIT_SPAN, prefetched=pre,
-                              extra=[(self.STATS_SPREAD * i, f) for i, f in enumerate(st)],
-                              hook=(len(ops) - 1 - self.BARRIER_EARLY, lambda: self.step_barrier(p)))
+                              ahead=self.AHEAD, wait_span=self.WAIT_SPAN, prefetched=pre, extra=extra,
+                              hooks=[(end - self.BARRIER_EARLY - self.NEXT_EARLY, lambda: self.next_step_reads(p)),
+                                     (end - self.BARRIER_EARLY, lambda: self.step_barrier(p))])
             k.s_add_u32(STEP, STEP, 1)
             k.s_mul_i32(SOFF_DQ, Q0, 512 if self.atomic32 else 256)  # the atomics (next step) add dQ_j here
             k.s_cmp_lt_u32(STEP, N_STEPS)
@@ -978,30 +1040,49 @@ class _Builder:
     DMA_SPREAD = 2      # MFMAs between two of the next step's DMA instructions
     STATS_SPREAD = 1    # MFMAs between two LSE/D reads
     REREAD_DV = True    # dV by key block, its dOᵀ fragments read twice (ops_grad)
-    BARRIER_EARLY = 3   # the step's barrier precedes its last dK MFMAs: step j+1's first reads fly under them
-    PREFETCH = 3        # ... those reads: Q(0) and K(kb, 0) of S_{j+1}, into the last ring slots
-    PREFETCH_SLOTS = tuple(range(N_RING - PREFETCH, N_RING))
+    DQ_EVERY = 2        # dQ_{j-1}'s MFMAs: one after every DQ_EVERY-th of dP_j, dV_j, dK_j
+    BARRIER_EARLY = 3   # the step's barrier precedes its last dK MFMAs: step j+1's first Q read flies under them
+    NEXT_EARLY = 4      # ... and NEXT_EARLY MFMAs before it, step j+1's LSE/D (its own DMA) and first K reads
+    NEXT_K = 2          # S_{j+1}'s k-steps whose two K fragments are read before the barrier
+    PREFETCH_SLOTS = tuple(range(N_RING - 2 * NEXT_K - 1, N_RING))       # K fragments, then Q(0)
+    NEXT_READS = 8 + 2 * NEXT_K + 1
+    RING_SLOTS = tuple(RING[4 * i:4 * i + 3] for i in range(N_RING))
+
+    def next_step_reads(self, p):
+        """Before the barrier: step j+1's LSE and D (the wave's own DMA of them landed: vmcnt; L's and
+        D's registers are free once dS_j is computed) and S_{j+1}'s first K fragments (K never changes),
+        taken by the next schedule as prefetched."""
+        k = self.k
+        self.shadow_until("dS written")
+        st = k.stream
+        last_st_dma = max(i for i, x in enumerate(st) if x.is_lds_dma)        # gen_dma's last: D's
+        k.s_waitcnt(vmcnt=sum(1 for x in st[last_st_dma + 1:] if x.info.get("unit") == "VMEM"))
+        pre = {}
+        for f in self.stats_reads(1 - p):
+            f.emit(f.regs)
+            pre[f.key] = (f.regs, len(st) - 1)
+        ks = [f for _, opnds, _ in self.ops_s(1 - p) for f in opnds if isinstance(f, Frag) and f.key[0] == "k"]
+        for f, slot in zip(ks[:2 * self.NEXT_K], self.PREFETCH_SLOTS):
+            assert self._slot_free[slot] <= self._issued - 1, f"ring slot {slot} still in use"
+            f.emit(self.RING_SLOTS[slot])
+            pre[f.key] = (self.RING_SLOTS[slot], len(st) - 1)
+        self._next = pre
 
     def step_barrier(self, p):
         """Every wave's dS_j in LDS and its reads of Q_j / dO_j done (all of dK's were issued by now),
-        step j+1's DMA (issued under S_j) landed: s_barrier; then the first operands of S_{j+1} (into
-        ring slots the rest of dK does not use; the next schedule takes them as prefetched)."""
+        step j+1's DMA (issued under S_j) landed: s_barrier; then S_{j+1}'s first Q fragment (into a
+        ring slot the rest of dK does not use; the next schedule takes it as prefetched)."""
         k = self.k
-        self.shadow_until("dS written")
         st = k.stream
         last_dma = max(i for i, x in enumerate(st) if x.is_lds_dma)
         k.s_waitcnt(vmcnt=sum(1 for x in st[last_dma + 1:] if x.info.get("unit") == "VMEM"), lgkmcnt=0)
         self._lds_done = len(st)
         k.s_barrier()
-        nxt = []
-        for _, opnds, _ in self.ops_s(1 - p):
-            nxt += [f for f in opnds if isinstance(f, Frag) and f.key not in [g.key for g in nxt]]
-        pre = {}
-        for f, slot in zip(nxt[:self.PREFETCH], self.PREFETCH_SLOTS):  # the same slots in every step: the
-            assert self._slot_free[slot] <= self._issued - 1, f"ring slot {slot} still in use at the barrier"
-            f.emit(RING[4 * slot:4 * slot + 3])                         # next body is entered from several
-            pre[f.key] = (slot, len(st) - 1)
-        self._prefetched = pre
+        q0 = next(f for _, opnds, _ in self.ops_s(1 - p) for f in opnds if isinstance(f, Frag) and f.key == ("q", 0))
+        slot = self.PREFETCH_SLOTS[-1]                                  # the same slots in every step: the next
+        assert self._slot_free[slot] <= self._issued - 1, f"ring slot {slot} still in use at the barrier"
+        q0.emit(self.RING_SLOTS[slot])                                  # body is entered from several
+        self._prefetched = {**self._next, q0.key: (self.RING_SLOTS[slot], len(st) - 1)}
 
     def tail(self, p):
         """dQ of the last step (dS in LDS buffer p) and its atomics."""
@@ -1015,6 +1096,7 @@ class _Builder:
     def loop(self):
         k = self.k
         self.load_tile()
+        self.zero_acc()                                               # while the loads fly
         k.s_waitcnt(vmcnt=0)                                          # K, Vᵀ and step 0 landed
         k.s_barrier()
         self._lds_done = len(k.stream)
@@ -1095,6 +1177,9 @@ class _Builder:
             k.s_branch(k.L(".Lpass"))
             k.label(".Lend")
         k.s_endpgm()
+        k.label(".Lempty")
+        self.zero_acc()
+        k.s_branch(k.L(".Lstore"))
         return k
 
 
