@@ -17,28 +17,41 @@ its dKᵀ and dVᵀ accumulators fill the 256 AGPRs and Vᵀ sits in 64 VGPRs as
 stays in LDS (it is read twice per step: as Kᵀ for S and, transposed, as dQ's operand). Q and dO
 stream through double-buffered LDS (LDS-DMA) in 32-row steps, LSE and D beside them. Every lane and
 LDS address formula comes from kernels/fa_bwd_layouts.py (tested against the MFMA encodings and the
-bank-conflict count in tests/test_fa_bwd_layouts.py). One 32-row step j, per wave:
+bank-conflict count in tests/test_fa_bwd_layouts.py). One 32-row step j, per wave (body()), is one
+stream of 80 MFMAs with dQ one step behind (its dS in the other LDS buffer):
 
-    s_dp     32 MFMA  S = Q_j·Kᵀ (K from LDS), dP = dO_j·Vᵀ      ║ 8 ds_read_b128 of LSE_j, D_j
-    softmax  P = exp2(S·c − L), dS = P∘(dP − D) (masked on boundary steps), both packed in place into
-             B operands (fa_layouts.pack_p's shuffle); dS -> LDS [key][q] (4 ds_write_b128)
-    dv_dk    32 MFMA  dVᵀ += dO_jᵀ·P, dKᵀ += Q_jᵀ·dS (transposing reads of dO_j and Q_j)
-    ── s_barrier: every wave's dS_j in LDS, every read of Q_j / dO_j done ──
-    dq       16 MFMA  dQ_j[:, 32w..32w+31] = dS_j·K over the 256 keys (transposing reads of dS and K)
-             then atomics into aiter's dq workspace; DMA of step j+2 into the freed Q/dO buffer
-    ── s_waitcnt (step j+1's DMA landed), s_barrier ──
+    S_j = Q_j·Kᵀ (16)  │ dP_j = dO_j·Vᵀ (16), dV_j += dO_jᵀ·P (16), dK_j += Q_jᵀ·dS (16), with one MFMA of
+                       │ dQ_{j-1} = dS_{j-1}·K (16, the wave's 32 columns over the 256 keys) after every
+                       │ second of dP_j and dV_j (dQ's transposing reads are the heaviest LDS traffic)
+      ║ DMA of step j+1 into step j-1's buffers, L_j = LSE·log2e (− log2 scale)
+      ║ (after S_j) the mask on boundary steps, P_j = exp2(S·c − L), packed into dV's B operands
+      ║ (after dP_j) dS_j = P∘(dP − D), packed into dK's, written to LDS [key][q] (4 ds_write_b128)
+      ║ (after dQ_{j-1}) its atomics into aiter's dq workspace
+    ── 7 MFMAs before the end: step j+1's LSE/D (the wave's own DMA) and first K fragments read;
+       3 before: every wave's dS_j written, Q_j / dO_j reads done, step j+1's DMA landed: s_barrier,
+       then step j+1's first Q fragment ──
+
+The shadows are one generator in dependency order, placed by schedule() in the issue turns each MFMA
+leaves free (an MFMA keeps the pipe busy for 8 turns of its wave; its own reads and waits count),
+with gates (not before MFMA n: hazard distances) and tokens (an MFMA whose packed operand is not out
+yet drains the shadow up to it). The model-guided levers are class attributes of _Builder (AHEAD,
+WAIT_SPAN, DMA_SPREAD, STATS_SPREAD, REREAD_DV, DQ_EVERY, BARRIER_EARLY, NEXT_EARLY, NEXT_K,
+FEED_FIT, FEED_CARRY) plus build(fold_scale=...). benchmarks/fa_bwd_model.py prices them.
 
 Why this split (the issue asks to argue): dK/dV stationary per workgroup and dQ atomic is aiter's own,
 and the only one its host supports without a second launch (its dq workspace is what the post kernel
 reads). Per step the 5 GEMMs are 80 MFMAs per wave; the LDS traffic (K twice, Q and dO twice, dS once)
 is ~80 KiB per wave per step, half of what 4 waves x 80 MFMAs x 32 cycles can stream at 256 B/clk.
+A separate dQ pass (dQ = dS·K per query tile, K/V streamed) would need dS again: recomputing S and dP
+(2 more GEMMs of the 5) or storing dS to memory (2 B per (q, key): more bytes than the atomics).
 
-dQ orientation: atomic32 keeps dQ [q x d] with lanes along d (32 lanes write 128 contiguous bytes per
-fp32 atomic); atomic32=False keeps dQᵀ [d x q] so each lane holds pairs of consecutive d for
-buffer_atomic_pk_add_bf16/f16 (the same two LDS reads, A and B swapped).
+dQ orientation: lanes along d (dQ [q x d]; 32 lanes cover 128 contiguous bytes per fp32 atomic). For
+atomic16 neighbouring lanes pair up (even lane: row r, columns d, d+1; odd lane: row r+1, d-1, d) by
+one DPP v_cndmask per register pair, so buffer_atomic_pk_add_bf16/f16 writes 4 lines per instruction
+instead of the 32 of a lanes-along-q layout.
 
 a16 workspace: aiter's allocation [batch, nhead_q, ceil16(max_seqlen_q), 128] in q's dtype, natural
-row-major order (DQ_ACC_ORDER below: the post kernel dq_shuffle reads it so); a32: [batch, nhead_q,
+row-major order (as the post kernel dq_shuffle, kernels/fa_bwd_post.py, reads it); a32: [batch, nhead_q,
 seqlen_q, 128] fp32, group mode [nhead_q, total_q, 128] with rows at the sequence's physical start.
 
 Supported: head dim 128; row strides multiples of 16 bytes; byte offsets of one (batch, head) slice
@@ -48,7 +61,6 @@ A query that sees no key (bottom-right with seqlen_q > seqlen_k; LSE = -inf) con
 """
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -59,20 +71,15 @@ from flyasm.plan import RegisterPlan
 
 try:
     from . import fa_bwd_layouts as L
-    from . import fa_layouts as FL
 except ImportError:                      # loaded as a top-level module (tests put kernels/ on the path)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import fa_bwd_layouts as L
-    import fa_layouts as FL
 
 LOG2E = 1.4426950408889634
 RSRC_WORD3 = 0x00020000        # raw buffer, 32-bit data format (gfx9 V# word 3)
 FLT_MAX = 3.4028234663852886e38
 BIG = 1 << 30                  # "key never visible" in the mask's per-lane limit
 MASKS = {0: "none", 1: "top_left", 2: "bottom_right"}
-# The a16 dq workspace order the post kernel (dq_shuffle) reads: natural [batch, nhead_q, row, d], rows
-# of ceil16(max_seqlen_q), d 128 in q's dtype (aiter's allocation, mha_bwd_v3_host.inc).
-DQ_ACC_ORDER = "bhsd"
 
 # ---- the register plan (inclusive ranges) --------------------------------------------------------
 #  region      registers       holds
@@ -81,19 +88,22 @@ DQ_ACC_ORDER = "bhsd"
 #                              tr K (4), tr dS (2), dS write (2), LSE/D, and the dQ atomic offset
 #  dma_voff    v[18:25]        Q/dO DMA offsets (5), LSE/D DMA offset, mask limits per key block (2)
 #  consts      v[26:31]        (log2e, log2e), (log2 scale or scale, ..), (scale*log2e, ..): v_pk_* operands
-#  S           v[32:63]        S, then P' packed in place (2 key blocks x 16)
-#  dP          v[64:95]        dP, then dS' packed in place
-#  lse         v[96:111]       L = LSE*log2e - log2 scale of the accumulators' 16 query slots
+#  S           v[32:63]        S, then P (fp32, in place: dS needs it) (2 key blocks x 16)
+#  dP          v[64:95]        dP, then dS packed in place (dK's B operands)
+#  lse         v[96:111]       L = LSE*log2e (- log2 scale) of the accumulators' 16 query slots, then
+#                              P packed (dV's B operands: LSE[8kb + 4kq..+3])
 #  dd          v[112:127]      D of the 16 query slots
-#  dQ          v[128:143]      the wave's 32x32 dQ (or dQᵀ) tile
-#  ring        v[144:183]      10 MFMA operands (4 VGPRs) read from LDS ahead of their MFMA
-#  tmp         v[184:191]      mask limit, -inf, scratch
+#  dQ          v[128:143]      the wave's 32x32 dQ tile of the previous step (lanes along d)
+#  ring        v[144:183]      10 MFMA operands (4 VGPRs) read from LDS ahead of their MFMA; the last 5
+#                              take the next step's first K and Q fragments around the barrier
+#  tmp         v[184:191]      mask limit, -inf, scratch (a16 lane pairing)
 #  vt          v[192:255]      Vᵀ: B operands of dP (2 key blocks x 8 head-dim steps), stationary
 #  dv, dk      a[0:127], a[128:255]  dVᵀ, dKᵀ accumulators: 4 d blocks x 2 key blocks x 16
 #  sys         s[0:4]          kernarg pointer, workgroup ids x (key tile), y (head), z (batch)
 #  misc        s[5:7]          wave, two scratch SGPRs
 #  rsrc        s[8:47]         buffer resources Q, dO, LSE, D, dq, K, V, dK, dV, and Q-or-dO (DMA 2)
-#  args        s[48:73]        kernel arguments (u32), the K/V head
+#  args        s[48:73]        kernel arguments (u32), the K/V head; those dead after setup() hold the
+#                              DMA offset increments, the Q-or-dO DMA offset, 512 * wave
 #  seq         s[74:81]        group-mode sequence pointers during setup; the mask's SGPR pairs after
 #  loop        s[82:101]       pass, tile, step counters, DMA/atomic offsets, sequence bounds
 PLAN_REGIONS = {
@@ -154,12 +164,20 @@ class Frag:
 
 
 class _Builder:
-    def __init__(self, dtype, mask, atomic32, group, fold_scale=None):
+    LEVERS = ("AHEAD", "WAIT_SPAN", "DMA_SPREAD", "STATS_SPREAD", "REREAD_DV", "DQ_EVERY", "BARRIER_EARLY",
+              "NEXT_EARLY", "NEXT_K", "FEED_FIT", "FEED_CARRY")
+
+    def __init__(self, dtype, mask, atomic32, group, fold_scale=None, **levers):
+        for n, val in levers.items():
+            if n.upper() not in self.LEVERS:
+                raise ValueError(f"{n!r} is not a lever of fa_bwd.build (they are {', '.join(x.lower() for x in self.LEVERS)})")
+            setattr(self, n.upper(), val)
         if dtype not in DTYPES:
             raise ValueError(f"dtype is 'bf16' or 'fp16' (or 'f16'), not {dtype!r}")
         if mask not in MASKS:
             raise ValueError(f"mask is 0 (none), 1 (causal top-left) or 2 (causal bottom-right), not {mask!r}")
-        name = build_name(dtype, mask, atomic32, group)
+        name = build_name(dtype, mask, atomic32, group) + "".join(
+            f"_{n.lower()}{int(val)}" for n, val in sorted(levers.items()))   # variants of a sweep: distinct symbols
         dtype = DTYPES[dtype]
         self.dtype, self.mask, self.atomic32, self.group = dtype, mask, bool(atomic32), bool(group)
         self.causal = mask != 0
@@ -277,7 +295,7 @@ class _Builder:
         k.s_mov_b32(SOFF_DQ, ST1)
         for rs in (RS_LSE, RS_D):
             self.rsrc(rs, lterms, SOFF_DQ, 1)
-        # the dq workspace (aiter's allocation, DQ_ACC_ORDER): a32 [B, Hq, seqlen_q, 128] fp32 (group:
+        # the dq workspace (aiter's allocation, natural order): a32 [B, Hq, seqlen_q, 128] fp32 (group:
         # [Hq, total_q, 128], rows at the physical start), a16 [B, Hq, max_seqlen_dq, 128] in q's dtype
         if self.atomic32:
             k.s_lshl_b32(ST1, A["seqlen_q"], 9)                         # seqlen_q (total) * 512 B
@@ -621,10 +639,6 @@ class _Builder:
         if younger < 16:                               # 16 or more younger: the counter (<= 15) forced it out
             self.k.s_waitcnt(lgkmcnt=min(15, younger))
         self._lds_done = index
-
-    def lds_drained(self):
-        self.k.s_waitcnt(lgkmcnt=0)
-        self._lds_done = len(self.k.stream)
 
     def schedule(self, ops, shadow=None, ahead=3, extra=(), wait_span=2, hooks=(), prefetched=None):
         """The MFMAs `ops` = [(emit, operands, needs)] in order (an operand a Frag read from LDS, or a
@@ -1044,9 +1058,15 @@ class _Builder:
     BARRIER_EARLY = 3   # the step's barrier precedes its last dK MFMAs: step j+1's first Q read flies under them
     NEXT_EARLY = 4      # ... and NEXT_EARLY MFMAs before it, step j+1's LSE/D (its own DMA) and first K reads
     NEXT_K = 2          # S_{j+1}'s k-steps whose two K fragments are read before the barrier
-    PREFETCH_SLOTS = tuple(range(N_RING - 2 * NEXT_K - 1, N_RING))       # K fragments, then Q(0)
-    NEXT_READS = 8 + 2 * NEXT_K + 1
     RING_SLOTS = tuple(RING[4 * i:4 * i + 3] for i in range(N_RING))
+
+    @property
+    def PREFETCH_SLOTS(self):                                          # noqa: N802  K fragments, then Q(0)
+        return tuple(range(N_RING - 2 * self.NEXT_K - 1, N_RING))
+
+    @property
+    def NEXT_READS(self):                                              # noqa: N802
+        return 8 + 2 * self.NEXT_K + 1
 
     def next_step_reads(self, p):
         """Before the barrier: step j+1's LSE and D (the wave's own DMA of them landed: vmcnt; L's and
@@ -1183,8 +1203,10 @@ class _Builder:
         return k
 
 
-def build(dtype="bf16", mask=0, atomic32=True, group=False, *, fold_scale=None) -> Kernel:
+def build(dtype="bf16", mask=0, atomic32=True, group=False, *, fold_scale=None, **levers) -> Kernel:
     """The dQ/dK/dV kernel of one aiter key (module docstring): dtype 'bf16' or 'fp16', mask 0 / 1
     (causal top-left) / 2 (causal bottom-right), atomic32 (fp32 dq workspace) or not (q's dtype),
-    group (varlen: aiter's seqstart pointers)."""
-    return _Builder(dtype, mask, atomic32, group, fold_scale).build()
+    group (varlen: aiter's seqstart pointers). fold_scale and the schedule's levers (lower-case names
+    of _Builder.LEVERS: ahead, wait_span, dma_spread, stats_spread, reread_dv, dq_every, barrier_early,
+    next_early, next_k, feed_fit, feed_carry) change the instruction order only, never the results."""
+    return _Builder(dtype, mask, atomic32, group, fold_scale, **levers).build()

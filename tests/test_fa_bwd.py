@@ -105,27 +105,30 @@ def run(kset, dtype, mask, atomic32, seqs, hq, hk, group, seed, ref_mask=None):
     return out
 
 
-def check(res):
+def check(res, label=""):
+    print(f"\n{label}: " + ", ".join(f"{n} max|err| {e:.2e} ({r:.2f} of its bound; max|{n}| {m:.2f})"
+                                      for n, (e, r, m) in res.items()))
     for n, (err, ratio, mag) in res.items():
         assert mag > 1e-2, f"{n}: the reference is ~0, the comparison would prove nothing"
         assert ratio <= 1.0, f"{n}: max |err| {err:.3g} exceeds its bound ({ratio:.2f}x; max |{n}| {mag:.3g})"
 
 
 def test_bf16_no_mask_a32_batch2_gqa2_ragged(kset):
-    check(run(kset, "bf16", 0, True, [(200, 300)] * 2, hq=4, hk=2, group=False, seed=1))
+    check(run(kset, "bf16", 0, True, [(200, 300)] * 2, hq=4, hk=2, group=False, seed=1), "bf16 mask0 a32 batch")
 
 
 def test_fp16_bottom_right_a16_gqa4_rows_that_see_no_key(kset):
     """S_q > S_k bottom-right: queries 0..99 see no key (LSE -inf: zero gradients, no NaN). The same
     outputs against the top-left reference are far out of bounds: the comparison sees the diagonal."""
     seqs = [(300, 200)]
-    check(run(kset, "fp16", 2, False, seqs, hq=4, hk=1, group=False, seed=2))
+    check(run(kset, "fp16", 2, False, seqs, hq=4, hk=1, group=False, seed=2), "fp16 mask2 a16 batch")
     wrong = run(kset, "fp16", 2, False, seqs, hq=4, hk=1, group=False, seed=2, ref_mask=1)
     assert max(r for _, r, _ in wrong.values()) > 10
 
 
 def test_bf16_top_left_a32_group_three_sequences(kset):
-    check(run(kset, "bf16", 1, True, [(100, 300), (37, 20), (260, 257)], hq=2, hk=2, group=True, seed=3))
+    check(run(kset, "bf16", 1, True, [(100, 300), (37, 20), (260, 257)], hq=2, hk=2, group=True, seed=3),
+          "bf16 mask1 a32 group")
 
 
 KEYS = [(d, m, a, g) for d in ("bf16", "fp16") for m in (0, 1, 2) for a in (True, False) for g in (False, True)]
@@ -137,13 +140,14 @@ KEYS = [(d, m, a, g) for d in ("bf16", "fp16") for m in (0, 1, 2) for a in (True
 def test_every_key(kset, dtype, mask, atomic32, group):
     if group:
         check(run(kset, dtype, mask, atomic32, [(130, 290), (300, 64), (1, 1), (257, 520)], hq=4, hk=2, group=True,
-                  seed=mask))
+                  seed=mask), f"{dtype} mask{mask} {'a32' if atomic32 else 'a16'} group")
     else:
         seqs = [(520, 190) if mask == 2 else (190, 520)] * 2
-        check(run(kset, dtype, mask, atomic32, seqs, hq=2, hk=1, group=False, seed=mask))
+        check(run(kset, dtype, mask, atomic32, seqs, hq=2, hk=1, group=False, seed=mask),
+              f"{dtype} mask{mask} {'a32' if atomic32 else 'a16'} batch")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mask", [1, 2])
 def test_gqa8_long_rows(kset, mask):
-    check(run(kset, "bf16", mask, False, [(600, 800)], hq=8, hk=1, group=False, seed=7))
+    check(run(kset, "bf16", mask, False, [(600, 800)], hq=8, hk=1, group=False, seed=7), f"bf16 mask{mask} a16 gqa8")
