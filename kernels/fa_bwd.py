@@ -874,7 +874,7 @@ class _Builder:
 
     def gen_pack(self, X, dst):
         """16 accumulators of a 32x32 tile (D[i=q][j=key]) -> two B operands (queries 16kq..16kq+15) in
-        dst[4kq:4kq+3]: fa_layouts.pack_p's cvt + permlane32 swaps."""
+        dst[4kq:4kq+3]: fa_bwd_layouts.pack_b's cvt + permlane32 swaps."""
         k = self.k
         for kq in range(2):
             for e in range(4):

@@ -8,8 +8,8 @@ with the timing model's bank-conflict count (flyasm.perf.trace.lds_cycles).
 One workgroup = 4 waves = a 256-key tile (aiter's ts for head dim 128); wave w owns keys
 64w..64w+63. Q and dO stream through LDS in 32-row steps. Orientation: S = Q·Kᵀ and dP = dO·Vᵀ put
 ONE key per lane (MFMA D[i=q][j=key], j = lane % 32), so their accumulators pack in place into the B
-operands of dVᵀ += dOᵀ·P and dKᵀ += Qᵀ·dS (fa_layouts.pack_p's shuffle with keys and queries
-swapped): the stationary accumulators dKᵀ, dVᵀ [d x key] need no transpose. dQ needs dS with the
+operands of dVᵀ += dOᵀ·P and dKᵀ += Qᵀ·dS (pack_b: cvt pairs, then two permlane32 swaps): the
+stationary accumulators dKᵀ, dVᵀ [d x key] need no transpose. dQ needs dS with the
 keys as the contraction index, so dS goes through LDS as [key][q] and comes back by transposing
 reads; each wave computes the dQ columns of its own 32-d block over all 256 keys.
 
@@ -130,7 +130,7 @@ def tr_imm(block: int, kk: int, row_stride: int = ROW) -> int:
 
 
 def ds_write_base(lane, kq: int):
-    """ds_write_b128 of packed dS (fa_layouts.pack_p: lane half h holds queries 16kq + 8h..+7 of the
+    """ds_write_b128 of packed dS (pack_b: lane half h holds queries 16kq + 8h..+7 of the
     lane's key): row = key (lane % 32; the wave's and key block's rows are immediates), logical slot
     2kq + h; add ds_write_imm."""
     lane = np.asarray(lane)
@@ -150,6 +150,21 @@ def st_base(lane, wave: int):
 
 def st_imm(buf: int, g: int, d: bool) -> int:
     return WAVES * ST_SLOT * buf + 32 * g + (D_OFF if d else 0)
+
+
+def pack_b(acc, dtype: str):
+    """The kernel's packing (fa_bwd gen_pack) of one 32x32 tile's 16 accumulators (MFMA D[i=q][j=key],
+    [64 lanes, 16] f32) into the B operands of its two 16-query k-steps ([64, 8] u32: regs 4kq..4kq+3):
+    per kq, cvt_pk of accumulator pairs 8kq+2e, 8kq+2e+1 into reg e, then permlane32_swap(r0, r2),
+    (r1, r3), so lane half h holds queries 16kq + 8h + 0..7 (B[k][j]: lane j + 32 (k // 8))."""
+    regs = np.zeros((64, 8), np.uint32)
+    for kq in range(2):
+        src = acc[:, 8 * kq:8 * kq + 8]
+        p = [FL.pack(FL.f32_to_b16(src[:, 2 * e], dtype), FL.f32_to_b16(src[:, 2 * e + 1], dtype)) for e in range(4)]
+        p[0], p[2] = FL.permlane32_swap(p[0], p[2])
+        p[1], p[3] = FL.permlane32_swap(p[1], p[3])
+        regs[:, 4 * kq:4 * kq + 4] = np.stack(p, axis=1)
+    return regs
 
 
 # ---- a numpy model of the data movement (for the tests) -------------------------------------

@@ -107,7 +107,7 @@ def test_tr_reads_give_transposed_operands_and_are_conflict_free():
 
 
 def test_ds_goes_through_lds_from_packed_b_operands_to_the_dq_operand():
-    """dS accumulators (D[i=q][j=key] of each wave's two key blocks) -> pack_p -> b128 writes ->
+    """dS accumulators (D[i=q][j=key] of each wave's two key blocks) -> pack_b -> b128 writes ->
     tr reads = A[i=q][k=key] of dQ = dS·K over all 256 keys; the writes are conflict-free."""
     rng = np.random.default_rng(5)
     ds = FL.b16_to_f32(rnd_bf16(rng, (B.BLOCK_Q, B.BLOCK_KV)), "bf16")     # [q, key]
@@ -116,8 +116,7 @@ def test_ds_goes_through_lds_from_packed_b_operands_to_the_dq_operand():
     for w in range(B.WAVES):
         for kb in range(2):
             keys = slice(64 * w + 32 * kb, 64 * w + 32 * kb + 32)
-            acc = FL.mfma_d_encode(ds[:, keys])                              # 16 accumulators
-            packed = FL.pack_p(np.concatenate([acc, np.zeros_like(acc)], axis=1), "bf16")   # regs 4kq..4kq+3
+            packed = B.pack_b(FL.mfma_d_encode(ds[:, keys]), "bf16")         # regs 4kq..4kq+3
             for kq in range(2):
                 addr = buf + B.ds_write_base(LANES, kq) + B.ds_write_imm(w, kb)
                 regs = packed[:, 4 * kq:4 * kq + 4]
@@ -130,6 +129,15 @@ def test_ds_goes_through_lds_from_packed_b_operands_to_the_dq_operand():
         assert np.array_equal(got, FL.mfma_ab_encode(want, "bf16", "A"))
         for t in range(2):
             assert cycles(buf + B.tr_base(LANES, t, B.DS_ROW) + B.tr_imm(0, kk, B.DS_ROW), 8) == 2
+
+
+def test_packing_gives_the_b_operands_of_the_query_k_steps():
+    """pack_b of a tile's accumulators = the MFMA B operand B[k=q][j=key] of each 16-query k-step."""
+    rng = np.random.default_rng(6)
+    t = FL.b16_to_f32(rnd_bf16(rng, (32, 32)), "bf16")                       # [q, key], representable
+    regs = B.pack_b(FL.mfma_d_encode(t), "bf16")
+    for kq in range(2):
+        assert np.array_equal(regs[:, 4 * kq:4 * kq + 4], FL.mfma_ab_encode(t[16 * kq:16 * kq + 16], "bf16", "B"))
 
 
 def test_lse_reads_match_the_accumulator_rows():
