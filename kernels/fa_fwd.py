@@ -293,7 +293,7 @@ def build_name(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_ar
 
 class _Builder:
     def __init__(self, dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
-                 stagger=False, group=False, align=None, head_dim=128, split=None, pingpong=True, xcd_map=False):
+                 stagger=False, group=False, align=None, head_dim=128, split=None, pingpong=True, xcd_map=None):
         if dtype not in ("bf16", "f16"):
             raise ValueError(f"dtype is 'bf16' or 'f16', not {dtype!r}")
         if head_dim not in L.GEOMETRY:
@@ -306,7 +306,7 @@ class _Builder:
             raise ValueError("group (varlen) mode takes aiter's arguments (aiter_args=True)")
         if group and xcd_map:
             raise ValueError("xcd_map remaps batch mode's grid (tiles, heads, batch); group mode's is (heads, batch, tiles)")
-        self.xcd_map = xcd_map
+        self.xcd_map = xcd_map = not group if xcd_map is None else xcd_map
         align = default_align(aiter_args, align)
         if align not in ("top_left", "bottom_right"):
             raise ValueError(f"align is 'top_left' or 'bottom_right', not {align!r}")
@@ -1491,7 +1491,7 @@ class _Builder:
 
 def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=False, *, lazy_rescale=True,
           setprio=True, q_prescale=False, stagger=False, group=False, align=None, head_dim=128,
-          split=None, pingpong=True, xcd_map=False) -> Kernel:
+          split=None, pingpong=True, xcd_map=None) -> Kernel:
     """The attention forward kernel (see the module docstring for the pipeline and limits).
 
     head_dim: of Q and K, 128 or 192 (aiter's hd192/hd128 keys); V and O have head dim 128.  Head
@@ -1511,9 +1511,9 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
     mask 2: keys 0..i + Sk - Sq; a query that sees no key gives O = 0, LSE = -inf); the default is
     bottom_right with aiter_args (aiter's causal key is mask 2), top_left otherwise.
 
-    xcd_map=True (batch mode): workgroup (x, y) of a batch computes the work item xcd_item gives, so
-    each XCD runs whole heads and its L2 holds a head's K and V once (_Builder.xcd_remap); the grid
-    stays aiter's.
+    xcd_map (default: batch mode): workgroup (x, y) of a batch computes the work item xcd_item gives,
+    so each XCD runs whole heads and its L2 holds a head's K and V once (_Builder.xcd_remap); the
+    grid stays aiter's. False: workgroup (x, y, z) computes tile x of head y.
 
     q_prescale=True folds scale*log2(e) into Q when Q is loaded (Q rounded back to bf16/f16);
     the default applies it in the exponent instead, v_fma_f32(S, c, -m) in place of v_sub_f32(S, m):
