@@ -40,7 +40,7 @@ def _levers(causal_values):
 # each lever of the default (split softmax + ping-pong schedule) changed alone; split=False is the
 # loop of earlier sessions (stagger exists for it only)
 ONE_OFF = [{}, dict(pingpong=False), dict(split=False), dict(split=False, stagger=True), dict(lazy_rescale=False),
-           dict(setprio=False), dict(q_prescale=True)]
+           dict(setprio=False), dict(q_prescale=True), dict(xcd_map=False)]
 ONE_OFF_NOMASK = [dict(BASE, causal=False, **d) for d in ONE_OFF]
 ONE_OFF_CAUSAL = [dict(BASE, causal=True, **d) for d in ONE_OFF]
 

@@ -900,13 +900,13 @@ class _Builder:
     def read_v(self, f, vbuf):
         self.fill(self.read_v_ops(f, vbuf))
 
-    def pv_cluster(self, p_regs, vbuf, prefetched=False, softmax=None, budget=0, hook=None):
+    def pv_cluster(self, p_regs, vbuf, prefetched=False, softmax=None, budget=0, hook=None, prio=True):
         """16 MFMAs Oᵀ += Vᵀ·Pᵀ; each V fragment is two ds_read_b64_tr_b16, read 7 fragments ahead
         (prefetched: all 16 already in KV, no LDS access here). hook = (f, fn): fn() is emitted after
-        MFMA f (the split loop's barrier)."""
+        MFMA f (the split loop's barrier); prio=False: the caller sets the priority."""
         k = self.k
-        if self.setprio:
-            k.s_setprio(1)
+        if prio:
+            self.prio(1)
         frags = self.PV_FRAGS
         ahead = 16 if prefetched else 7
         if not prefetched:
@@ -926,8 +926,8 @@ class _Builder:
             if hook and f == hook[0]:
                 hook[1]()
         self.fill(softmax)
-        if self.setprio:
-            k.s_setprio(0)
+        if prio:
+            self.prio(0)
 
     # ---- softmax (generators of made instructions: OP, placed by the clusters) ------------------
     @streamed
@@ -1231,11 +1231,13 @@ class _Builder:
                     self.read_k((f // 8, f % 8), f, 1 - p)
                     self.dma_load("v", 1 - p, i, V_TILE_OFF)
                 k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
+            self.prio(1)                                       # the MFMA phase's priority, set while waiting
             k.s_barrier()
             rest = self.softmax_b(cur, self.BUDGET, shadows=16)
             with k.region("qk_softmax"):
-                self.qk_regs(nxt, rest)
+                self.qk_regs(nxt, rest, prio=False)
             k.s_barrier()
+            self.prio(0)                                       # dropped once past the barrier
             with k.region("read_v"):
                 for f in range(16 - nk):
                     self.read_v(f, p)
@@ -1249,27 +1251,35 @@ class _Builder:
                 k.s_lshl_b32(KBASE, ST0, 6)
                 self.mask(nxt, p)
                 k.s_waitcnt(vmcnt=nk + nv, lgkmcnt=0)
+            self.prio(1)
             k.s_barrier()
             with k.region("pv"):
                 self.pv_cluster(cur, p, prefetched=True, softmax=self.softmax_a(nxt, self.BUDGET, shadows=16),
-                                budget=self.BUDGET)
+                                budget=self.BUDGET, prio=False)
             k.s_barrier()
+            self.prio(0)
             k.s_add_u32(STEP, STEP, 1)
             k.s_cmp_lt_u32(STEP, N_TILES)
 
-    def qk_regs(self, s_out, softmax):
-        """16 MFMAs Sᵀ = K·Qᵀ from the K fragments in KV (slot f = kb * 8 + kk), `softmax` in their
-        shadows (what is left of it stays for the caller)."""
-        k, Q = self.k, self.Q
+    def prio(self, level):
+        """s_setprio (with setprio=True): 1 while a wave runs an MFMA cluster, so the other wave of its
+        SIMD (reading LDS) takes the VALU port only where the MFMAs leave it free."""
         if self.setprio:
-            k.s_setprio(1)
+            self.k.s_setprio(level)
+
+    def qk_regs(self, s_out, softmax, prio=True):
+        """16 MFMAs Sᵀ = K·Qᵀ from the K fragments in KV (slot f = kb * 8 + kk), `softmax` in their
+        shadows (what is left of it stays for the caller); prio=False: the caller sets the priority."""
+        k, Q = self.k, self.Q
+        if prio:
+            self.prio(1)
         for f in range(16):
             kb, kk = f // 8, f % 8
             acc = s_out[16 * kb:16 * kb + 15]
             self.mfma(self.mfma_name, acc, KV[4 * f:4 * f + 3], Q[4 * kk:4 * kk + 3], 0 if kk == 0 else acc)
             self.feed(softmax, self.BUDGET)
-        if self.setprio:
-            k.s_setprio(0)
+        if prio:
+            self.prio(0)
 
     def tile_offsets(self, k_ahead=2, v_ahead=1):
         """K_TILE_OFF / V_TILE_OFF: byte offsets of K_{j+k_ahead} and V_{j+v_ahead}, clamped to the last
