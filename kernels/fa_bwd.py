@@ -434,12 +434,13 @@ class _Builder:
         k.v_lshrrev_b32(TMP[3], shift, TMP[3])                # row = t // 20
         k.v_mul_u32_u24(TMP[4], L.SLOTS, TMP[3])
         k.v_sub_u32(TMP[4], TMP[2], TMP[4])                   # LDS slot in the row
+        k.v_cmp_gt_u32(vcc, 16, TMP[4])                       # a data slot (not padding)
         k.v_bfe_u32(TMP[5], TMP[3], 2, 2)
-        k.v_xor_b32(TMP[4], TMP[4], TMP[5])
-        k.v_and_b32(TMP[4], 15, TMP[4])                       # global column (padding slots: a real one)
+        k.v_xor_b32(TMP[4], TMP[4], TMP[5])                   # its global column
         k.v_lshlrev_b32(TMP[4], 4, TMP[4])
         k.v_mul_lo_u32(dst, TMP[3], stride)
         k.v_add_u32(dst, dst, TMP[4])
+        k.v_cndmask_b32(dst, L.OUT_OF_RANGE - (1 << 32), dst, vcc)   # padding: nothing fetched, zeros written
 
     def dma_offsets(self):
         """Q/dO DMA instruction i of wave w loads chunk w + 4i of the step's 20 (Q 0..9, dO 10..19)."""

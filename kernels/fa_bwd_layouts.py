@@ -70,20 +70,25 @@ def slot_xor(row):
 
 
 # ---- LDS-DMA: which global 16 bytes each lane fetches ----------------------------------------
+# A lane offset past every buffer's range (fa_layouts.OUT_OF_RANGE: with the step's offset in soffset
+# the lane fetches nothing and its LDS-DMA writes zeros): the padding slots'.
+OUT_OF_RANGE = FL.OUT_OF_RANGE
+assert OUT_OF_RANGE == 0xFFFFFFF0                   # -16: an inline constant of v_cndmask_b32
+
+
 def dma_slot(lane, chunk: int):
-    """(row, global 16-byte column) that lane writes in chunk `chunk` of a 320-byte-row tile: LDS slot
-    s of row r holds column s ^ slot_xor(r); padding slots 16..19 re-read a real column (never read
-    back)."""
+    """(row, global 16-byte column, is padding) of the slot lane writes in chunk `chunk` of a
+    320-byte-row tile: LDS slot s of row r holds column s ^ slot_xor(r); slots 16..19 are padding."""
     t = 64 * chunk + np.asarray(lane)
     magic, shift = DIV20
     row = (t * magic) >> shift
     ps = t - row * SLOTS
-    return row, (ps ^ slot_xor(row)) & 15
+    return row, (ps ^ slot_xor(row)) & 15, ps >= 16
 
 
 def dma_voffset(lane, chunk: int, row_stride: int):
-    row, col = dma_slot(lane, chunk)
-    return row * row_stride + 16 * col
+    row, col, pad = dma_slot(lane, chunk)
+    return np.where(pad, OUT_OF_RANGE, row * row_stride + 16 * col)
 
 
 def qd_chunk(wave: int, i: int) -> tuple[str, int]:
@@ -177,6 +182,6 @@ def lds_tile(mat_bytes: np.ndarray, rows: int, row_stride_g: int, chunks: int, b
         off = dma_voffset(lanes, c, row_stride_g)
         for lane in range(64):
             o = int(off[lane])
-            data = mat_bytes[o:o + 16] if o + 16 <= mat_bytes.size else np.zeros(16, np.uint8)
+            data = mat_bytes[o:o + 16] if o + 16 <= mat_bytes.size else np.zeros(16, np.uint8)   # range check
             lds[base + DMA_CHUNK * c + 16 * lane: base + DMA_CHUNK * c + 16 * lane + 16] = data
     return lds

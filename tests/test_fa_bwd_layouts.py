@@ -41,13 +41,16 @@ def test_division_by_20_is_exact_for_every_slot():
 def test_dma_writes_every_data_slot_once_with_its_swizzled_column(rows, chunks):
     seen = {}
     for c in range(chunks):
-        row, col = B.dma_slot(LANES, c)
+        row, col, pad = B.dma_slot(LANES, c)
+        off = B.dma_voffset(LANES, c, 512)
         for lane in range(64):
             ps = (64 * c + lane) % B.SLOTS
-            assert int(row[lane]) == (64 * c + lane) // B.SLOTS
+            assert int(row[lane]) == (64 * c + lane) // B.SLOTS and bool(pad[lane]) == (ps >= 16)
             if ps < 16:
                 seen[(int(row[lane]), int(col[lane]))] = ps
                 assert ps == int(col[lane]) ^ int(B.slot_xor(row[lane]))
+            else:                                        # padding fetches nothing
+                assert off[lane] == B.OUT_OF_RANGE
     assert len(seen) == rows * 16
 
 
