@@ -29,8 +29,8 @@ SOURCES = [KERNELS]
 SHAPE = dict(batch=8, nhead_q=64, nhead_k=8, seqlen=8192)
 BASE = dict(dtype="bf16", atomic32=False, group=False)
 ONE_OFF = [{}, dict(ahead=3), dict(ahead=5), dict(wait_span=1), dict(wait_span=3), dict(dma_spread=4),
-           dict(stats_spread=0), dict(reread_dv=False), dict(barrier_early=2), dict(next_k=1), dict(feed_fit=True),
-           dict(feed_carry=12)]
+           dict(stats_spread=0), dict(reread_dv=False), dict(barrier_early=3), dict(next_early=4), dict(next_k=1),
+           dict(feed_fit=True), dict(feed_carry=12)]
 ONE_OFF_NOMASK = [dict(BASE, mask=0, **d) for d in ONE_OFF]
 ONE_OFF_CAUSAL = [dict(BASE, mask=1, **d) for d in ONE_OFF]
 ATOMICS = [dict(BASE, mask=0, atomic32=a) for a in (True, False)]

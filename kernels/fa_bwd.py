@@ -1044,8 +1044,10 @@ class _Builder:
                                           "ds_write": 4}):
                 self.schedule(ops, self.gen_step(p, dq_prev, at, st[-1].key, f".Lskip_mask_{p}{sfx}"),
                               ahead=self.AHEAD, wait_span=self.WAIT_SPAN, prefetched=pre, extra=extra,
-                              hooks=[(end - self.BARRIER_EARLY - self.NEXT_EARLY, lambda: self.next_step_reads(p)),
-                                     (end - self.BARRIER_EARLY, lambda: self.step_barrier(p))])
+                              hooks=[(end - self.BARRIER_EARLY - self.NEXT_EARLY + i,
+                                      lambda i=i: self.next_step_reads(p, i, self.NEXT_EARLY))
+                                     for i in range(self.NEXT_EARLY)] + [(end - self.BARRIER_EARLY,
+                                                                          lambda: self.step_barrier(p))])
             k.s_add_u32(STEP, STEP, 1)
             k.s_mul_i32(SOFF_DQ, Q0, 512 if self.atomic32 else 256)  # the atomics (next step) add dQ_j here
             k.s_cmp_lt_u32(STEP, N_STEPS)
@@ -1056,8 +1058,8 @@ class _Builder:
     STATS_SPREAD = 1    # MFMAs between two LSE/D reads
     REREAD_DV = True    # dV by key block, its dOᵀ fragments read twice (ops_grad)
     DQ_EVERY = 2        # dQ_{j-1}'s MFMAs: one after every DQ_EVERY-th of dP_j, dV_j, dK_j
-    BARRIER_EARLY = 3   # the step's barrier precedes its last dK MFMAs: step j+1's first Q read flies under them
-    NEXT_EARLY = 4      # ... and NEXT_EARLY MFMAs before it, step j+1's LSE/D (its own DMA) and first K reads
+    BARRIER_EARLY = 1   # the step's barrier precedes its last dK MFMAs: step j+1's first Q read flies under them
+    NEXT_EARLY = 1      # ... and NEXT_EARLY MFMAs before it (one per MFMA), step j+1's LSE/D and first K reads
     NEXT_K = 2          # S_{j+1}'s k-steps whose two K fragments are read before the barrier
     RING_SLOTS = tuple(RING[4 * i:4 * i + 3] for i in range(N_RING))
 
@@ -1069,25 +1071,29 @@ class _Builder:
     def NEXT_READS(self):                                              # noqa: N802
         return 8 + 2 * self.NEXT_K + 1
 
-    def next_step_reads(self, p):
-        """Before the barrier: step j+1's LSE and D (the wave's own DMA of them landed: vmcnt; L's and
-        D's registers are free once dS_j is computed) and S_{j+1}'s first K fragments (K never changes),
-        taken by the next schedule as prefetched."""
+    def next_step_reads(self, p, part, parts):
+        """Before the barrier, in `parts` pieces one MFMA apart (a burst would queue the LDS pipe ahead
+        of the reads after the barrier): step j+1's LSE and D (the wave's own DMA of them landed: vmcnt;
+        L's and D's registers are free once dS_j is computed) and S_{j+1}'s first K fragments (K never
+        changes), taken by the next schedule as prefetched."""
         k = self.k
-        self.shadow_until("dS written")
         st = k.stream
-        last_st_dma = max(i for i, x in enumerate(st) if x.is_lds_dma)        # gen_dma's last: D's
-        k.s_waitcnt(vmcnt=sum(1 for x in st[last_st_dma + 1:] if x.info.get("unit") == "VMEM"))
-        pre = {}
-        for f in self.stats_reads(1 - p):
-            f.emit(f.regs)
-            pre[f.key] = (f.regs, len(st) - 1)
-        ks = [f for _, opnds, _ in self.ops_s(1 - p) for f in opnds if isinstance(f, Frag) and f.key[0] == "k"]
-        for f, slot in zip(ks[:2 * self.NEXT_K], self.PREFETCH_SLOTS):
-            assert self._slot_free[slot] <= self._issued - 1, f"ring slot {slot} still in use"
-            f.emit(self.RING_SLOTS[slot])
-            pre[f.key] = (self.RING_SLOTS[slot], len(st) - 1)
-        self._next = pre
+        if part == 0:
+            self.shadow_until("dS written")
+            last_st_dma = max(i for i, x in enumerate(st) if x.is_lds_dma)    # gen_dma's last: D's
+            k.s_waitcnt(vmcnt=sum(1 for x in st[last_st_dma + 1:] if x.info.get("unit") == "VMEM"))
+            self._next = {}
+            ks = [f for _, opnds, _ in self.ops_s(1 - p) for f in opnds if isinstance(f, Frag) and f.key[0] == "k"]
+            self._next_reads = [(f, f.regs) for f in self.stats_reads(1 - p)] + \
+                [(f, self.RING_SLOTS[slot]) for f, slot in zip(ks[:2 * self.NEXT_K], self.PREFETCH_SLOTS)]
+        todo = self._next_reads
+        n = -(-len(todo) // parts)
+        for f, regs in todo[part * n:(part + 1) * n]:
+            if regs in self.RING_SLOTS:
+                slot = self.RING_SLOTS.index(regs)
+                assert self._slot_free[slot] <= self._issued - 1, f"ring slot {slot} still in use"
+            f.emit(regs)
+            self._next[f.key] = (regs, len(st) - 1)
 
     def step_barrier(self, p):
         """Every wave's dS_j in LDS and its reads of Q_j / dO_j done (all of dK's were issued by now),
