@@ -365,34 +365,38 @@ class _Builder:
             k.v_add_u32(QD_B128[par], L.QD_BUF[0], QD_B128[par])
             k.v_add3_u32(K_B128[par], ST0, TMP[2], TMP[3])
             k.v_add_u32(K_B128[par], L.K_BASE, K_B128[par])
-        # tr: reader lane 16g + 4r + c reads row 8(g//2) + 4t + r, slot 2(g%2) + c//2, byte 8(c%2)
+        # tr (fa_bwd_layouts.tr_base): reader lane 16g + 4r + c reads row 4(g//2) + 8t + r at slot
+        # 2(g%2) + c//2, byte 8(c%2); dS rows hold pack_b's column order: slot 2(g%2) + c%2, byte 8(c//2)
         k.v_lshrrev_b32(TMP[2], 5, LANE)                               # g // 2
-        k.v_lshlrev_b32(TMP[2], 3, TMP[2])
+        k.v_lshlrev_b32(TMP[2], 2, TMP[2])
         k.v_bfe_u32(TMP[3], LANE, 2, 2)                                # r
         k.v_add_u32(TMP[2], TMP[2], TMP[3])                            # row for t = 0
         k.v_bfe_u32(TMP[3], LANE, 4, 1)                                # g % 2
-        k.v_lshlrev_b32(TMP[3], 1, TMP[3])
-        k.v_bfe_u32(TMP[4], LANE, 1, 1)                                # c // 2
-        k.v_add_u32(TMP[3], TMP[3], TMP[4])                            # slot
-        k.v_and_b32(TMP[4], 1, LANE)
-        k.v_lshlrev_b32(TMP[4], 3, TMP[4])                             # 8 (c % 2)
+        k.v_lshlrev_b32(TMP[3], 1, TMP[3])                             # 2 (g % 2)
         k.s_lshl_b32(ST0, WAVE, 6)                                     # the wave's 32-d block of K (dQ)
         for t in range(2):
             row = TMP[0] if t == 0 else TMP[1]
             if t:
-                k.v_add_u32(TMP[1], 4, TMP[2])
+                k.v_add_u32(TMP[1], 8, TMP[2])
             else:
                 k.v_mov_b32(TMP[0], TMP[2])
-            self.swz(TMP[5], row, TMP[3])
-            k.v_add_u32(TMP[5], TMP[5], TMP[4])                        # swizzled slot bytes + 8(c%2)
-            k.v_mul_u32_u24(QD_TR[t], L.ROW, row)
-            k.v_add_u32(QD_TR[t], QD_TR[t], TMP[5])                    # row*320 + slot part
-            k.v_add_u32(K_TR[0][t], ST0, QD_TR[t])
-            k.v_add_u32(K_TR[0][t], L.K_BASE, K_TR[0][t])
-            k.v_add_u32(K_TR[1][t], 128 * L.ROW, K_TR[0][t])
-            k.v_add_u32(QD_TR[t], L.QD_BUF[0], QD_TR[t])
-            k.v_lshlrev_b32(DS_TR[t], 6, row)                           # dS rows: 64 bytes
-            k.v_add_u32(DS_TR[t], DS_TR[t], TMP[5])                    # DS_BUF[0] = 0
+            for packed in (False, True):                               # K, Q/dO columns; dS's (pack_b order)
+                k.v_bfe_u32(TMP[4], LANE, 0 if packed else 1, 1)       # the column group's slot bit
+                k.v_add_u32(TMP[4], TMP[3], TMP[4])
+                self.swz(TMP[5], row, TMP[4])
+                k.v_bfe_u32(TMP[4], LANE, 1 if packed else 0, 1)       # ... and its 8-byte half
+                k.v_lshlrev_b32(TMP[4], 3, TMP[4])
+                k.v_add_u32(TMP[5], TMP[5], TMP[4])                    # swizzled slot bytes + half
+                if packed:
+                    k.v_lshlrev_b32(DS_TR[t], 6, row)                   # dS rows: 64 bytes
+                    k.v_add_u32(DS_TR[t], DS_TR[t], TMP[5])            # DS_BUF[0] = 0
+                else:
+                    k.v_mul_u32_u24(QD_TR[t], L.ROW, row)
+                    k.v_add_u32(QD_TR[t], QD_TR[t], TMP[5])            # row*320 + slot part
+                    k.v_add_u32(K_TR[0][t], ST0, QD_TR[t])
+                    k.v_add_u32(K_TR[0][t], L.K_BASE, K_TR[0][t])
+                    k.v_add_u32(K_TR[1][t], 128 * L.ROW, K_TR[0][t])
+                    k.v_add_u32(QD_TR[t], L.QD_BUF[0], QD_TR[t])
         # dS writes: row = key (lane % 32, + 64w), logical slot 2kq + lane//32
         self.lane_bits()
         k.s_lshl_b32(ST0, WAVE, 12)                                    # 64 rows * 64 B
@@ -874,18 +878,13 @@ class _Builder:
             self.k.v_exp_f32(S[16 * kb + i], S[16 * kb + i])
 
     def gen_pack(self, X, dst):
-        """16 accumulators of a 32x32 tile (D[i=q][j=key]) -> two B operands (queries 16kq..16kq+15) in
-        dst[4kq:4kq+3]: fa_bwd_layouts.pack_b's cvt + permlane32 swaps."""
+        """16 accumulators of a 32x32 tile (D[i=q][j=key]) -> two B operands (queries 16kq + K_ORDER) in
+        dst[4kq:4kq+3]: fa_bwd_layouts.pack_b, a cvt per accumulator pair."""
         k = self.k
         for kq in range(2):
             for e in range(4):
                 yield 4
                 k.instr(self.cvt_pk, dst[4 * kq + e], X[8 * kq + 2 * e], X[8 * kq + 2 * e + 1])
-        for kq in range(2):                                          # each swap >= 2 VALU after its cvts
-            yield 4
-            k.v_permlane32_swap_b32(dst[4 * kq], dst[4 * kq + 2])
-            yield 4
-            k.v_permlane32_swap_b32(dst[4 * kq + 1], dst[4 * kq + 3])
 
     def gen_ds(self, p):
         """dS = P∘(dP − D) in dP's registers, packed in place (dK's B operands: tokens ("dS", kb, kq)),

@@ -8,8 +8,9 @@ with the timing model's bank-conflict count (flyasm.perf.trace.lds_cycles).
 One workgroup = 4 waves = a 256-key tile (aiter's ts for head dim 128); wave w owns keys
 64w..64w+63. Q and dO stream through LDS in 32-row steps. Orientation: S = Q·Kᵀ and dP = dO·Vᵀ put
 ONE key per lane (MFMA D[i=q][j=key], j = lane % 32), so their accumulators pack in place into the B
-operands of dVᵀ += dOᵀ·P and dKᵀ += Qᵀ·dS (pack_b: cvt pairs, then two permlane32 swaps): the
-stationary accumulators dKᵀ, dVᵀ [d x key] need no transpose. dQ needs dS with the
+operands of dVᵀ += dOᵀ·P and dKᵀ += Qᵀ·dS (pack_b: cvt pairs, no lane exchange: the MFMAs contract
+in K_ORDER, and dOᵀ, Qᵀ are read in it): the stationary accumulators dKᵀ, dVᵀ [d x key] need no
+transpose. dQ needs dS with the
 keys as the contraction index, so dS goes through LDS as [key][q] and comes back by transposing
 reads; each wave computes the dQ columns of its own 32-d block over all 256 keys.
 
@@ -117,16 +118,26 @@ def b128_imm(kk: int, rows: int = 0) -> int:
     return 64 * (kk // 2) + rows * ROW
 
 
-def tr_base(lane, t: int, row_stride: int = ROW):
-    """ds_read_b64_tr_b16 read t (0 or 1) of an MFMA operand with the contraction index along rows
-    (fa_layouts.v_read_addr: reader lane 16g + 4r + c reads row 8(g//2) + 4t + r at columns
-    16(g%2) + 4c..+3 of a 32-column block): the lane's address; add tr_imm(block, kk). The swizzle
-    bit of row bit 2 is t's, so each t has its own base."""
+# The contraction order of the gradient MFMAs: packing P and dS is a cvt of accumulator pairs and
+# nothing more (no lane exchange), so MFMA k-index k of a 16-row k-step contracts over row K_ORDER[k]
+# of it (B[k][j]: lane half k // 8, register (k % 8) // 2; the accumulators' rows 8m + 4h + e, notes
+# §2), and every operand read along that index reads its rows in this order.
+K_ORDER = tuple(8 * (v // 2) + 4 * h + 2 * (v % 2) + b for h in range(2) for v in range(4) for b in range(2))
+
+
+def tr_base(lane, t: int, row_stride: int = ROW, packed_cols: bool = False):
+    """ds_read_b64_tr_b16 read t (0 or 1) of an MFMA operand with the contraction index along rows:
+    reader lane 16g + 4r + c reads row 4(g//2) + 8t + r (K_ORDER: output lane half h = g//2 gets rows
+    8t + 4h + 0..3 as its k = 8h + 4t + 0..3) at columns 16(g%2) + 4c..+3 of a 32-column block: the
+    lane's address; add tr_imm(block, kk). packed_cols: the row's 32 columns are stored in pack_b's
+    order (dS [key][q]: 16-byte slot 2kq + h holds queries 16kq + 4h + 0..3, then 16kq + 8 + 4h + 0..3),
+    so column group 4c sits in slot 2(g%2) + c%2, half c//2. The swizzle bit of row bit 3 is t's, so
+    each t has its own base."""
     lane = np.asarray(lane)
     g, r, c = lane // 16, (lane % 16) // 4, lane % 4
-    row = 8 * (g // 2) + 4 * t + r
-    slot = 2 * (g % 2) + c // 2
-    return row * row_stride + 16 * (slot ^ slot_xor(row)) + 8 * (c % 2)
+    row = 4 * (g // 2) + 8 * t + r
+    slot, half = (2 * (g % 2) + c % 2, c // 2) if packed_cols else (2 * (g % 2) + c // 2, c % 2)
+    return row * row_stride + 16 * (slot ^ slot_xor(row)) + 8 * half
 
 
 def tr_imm(block: int, kk: int, row_stride: int = ROW) -> int:
@@ -135,9 +146,9 @@ def tr_imm(block: int, kk: int, row_stride: int = ROW) -> int:
 
 
 def ds_write_base(lane, kq: int):
-    """ds_write_b128 of packed dS (pack_b: lane half h holds queries 16kq + 8h..+7 of the
-    lane's key): row = key (lane % 32; the wave's and key block's rows are immediates), logical slot
-    2kq + h; add ds_write_imm."""
+    """ds_write_b128 of packed dS (pack_b: lane half h holds queries 16kq + 4h + 0..3 and
+    16kq + 8 + 4h + 0..3 of the lane's key): row = key (lane % 32; the wave's and key block's rows are
+    immediates), logical slot 2kq + h; add ds_write_imm."""
     lane = np.asarray(lane)
     key = lane % 32
     return key * DS_ROW + 16 * ((2 * kq + _half(lane)) ^ slot_xor(key))
@@ -160,15 +171,12 @@ def st_imm(buf: int, g: int, d: bool) -> int:
 def pack_b(acc, dtype: str):
     """The kernel's packing (fa_bwd gen_pack) of one 32x32 tile's 16 accumulators (MFMA D[i=q][j=key],
     [64 lanes, 16] f32) into the B operands of its two 16-query k-steps ([64, 8] u32: regs 4kq..4kq+3):
-    per kq, cvt_pk of accumulator pairs 8kq+2e, 8kq+2e+1 into reg e, then permlane32_swap(r0, r2),
-    (r1, r3), so lane half h holds queries 16kq + 8h + 0..7 (B[k][j]: lane j + 32 (k // 8))."""
+    reg e of kq = cvt_pk of accumulators 8kq+2e, 8kq+2e+1; B[k][j] then holds query 16kq + K_ORDER[k]."""
     regs = np.zeros((64, 8), np.uint32)
     for kq in range(2):
         src = acc[:, 8 * kq:8 * kq + 8]
-        p = [FL.pack(FL.f32_to_b16(src[:, 2 * e], dtype), FL.f32_to_b16(src[:, 2 * e + 1], dtype)) for e in range(4)]
-        p[0], p[2] = FL.permlane32_swap(p[0], p[2])
-        p[1], p[3] = FL.permlane32_swap(p[1], p[3])
-        regs[:, 4 * kq:4 * kq + 4] = np.stack(p, axis=1)
+        regs[:, 4 * kq:4 * kq + 4] = np.stack(
+            [FL.pack(FL.f32_to_b16(src[:, 2 * e], dtype), FL.f32_to_b16(src[:, 2 * e + 1], dtype)) for e in range(4)], axis=1)
     return regs
 
 

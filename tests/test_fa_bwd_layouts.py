@@ -96,8 +96,8 @@ def test_tr_reads_give_transposed_operands_and_are_conflict_free():
         for db in range(4):
             imm = B.QD_BUF[0] + B.DO_OFF + B.tr_imm(db, kq)
             got = _tr_operand(lds, lambda t: B.tr_base(LANES, t), imm)
-            # A[i=d][k=q]: dOᵀ, d block db, queries 16kq..16kq+15
-            want = FL.b16_to_f32(dout[16 * kq:16 * kq + 16, 32 * db:32 * db + 32], "bf16").T
+            # A[i=d][k]: dOᵀ, d block db, query 16kq + K_ORDER[k]
+            want = FL.b16_to_f32(dout[[16 * kq + r for r in B.K_ORDER], 32 * db:32 * db + 32], "bf16").T
             assert np.array_equal(got, FL.mfma_ab_encode(want, "bf16", "A"))
             for t in range(2):
                 assert cycles(B.tr_base(LANES, t) + imm, 8) == 2
@@ -105,13 +105,14 @@ def test_tr_reads_give_transposed_operands_and_are_conflict_free():
     for w in range(B.WAVES):                          # dQ's K operand: B[k=key][j=d], d block = the wave's
         for kk in range(16):
             got = _tr_operand(lds, lambda t: B.K_BASE + B.tr_base(LANES, t), B.tr_imm(w, kk))
-            want = FL.b16_to_f32(k[16 * kk:16 * kk + 16, 32 * w:32 * w + 32], "bf16")
+            want = FL.b16_to_f32(k[[16 * kk + r for r in B.K_ORDER], 32 * w:32 * w + 32], "bf16")
             assert np.array_equal(got, FL.mfma_ab_encode(want, "bf16", "B"))
 
 
 def test_ds_goes_through_lds_from_packed_b_operands_to_the_dq_operand():
     """dS accumulators (D[i=q][j=key] of each wave's two key blocks) -> pack_b -> b128 writes ->
-    tr reads = A[i=q][k=key] of dQ = dS·K over all 256 keys; the writes are conflict-free."""
+    tr reads (packed_cols) = A[i=q][k] of dQ = dS·K over all 256 keys, keys in K_ORDER (K's operand is
+    read in the same order); the writes are conflict-free."""
     rng = np.random.default_rng(5)
     ds = FL.b16_to_f32(rnd_bf16(rng, (B.BLOCK_Q, B.BLOCK_KV)), "bf16")     # [q, key]
     lds = np.zeros(B.LDS_BYTES, np.uint8)
@@ -127,20 +128,23 @@ def test_ds_goes_through_lds_from_packed_b_operands_to_the_dq_operand():
                     lds[addr[lane]:addr[lane] + 16] = regs[lane].view(np.uint8)
                 assert cycles(addr, 16) == 4
     for kk in range(16):
-        got = _tr_operand(lds, lambda t: buf + B.tr_base(LANES, t, B.DS_ROW), B.tr_imm(0, kk, B.DS_ROW))
-        want = ds[:, 16 * kk:16 * kk + 16]                                   # A[i=q][k=key]
+        base = lambda t: buf + B.tr_base(LANES, t, B.DS_ROW, packed_cols=True)      # noqa: E731
+        got = _tr_operand(lds, base, B.tr_imm(0, kk, B.DS_ROW))
+        want = ds[:, [16 * kk + r for r in B.K_ORDER]]                       # A[i=q][k]: key 16kk + K_ORDER[k]
         assert np.array_equal(got, FL.mfma_ab_encode(want, "bf16", "A"))
         for t in range(2):
-            assert cycles(buf + B.tr_base(LANES, t, B.DS_ROW) + B.tr_imm(0, kk, B.DS_ROW), 8) == 2
+            assert cycles(base(t) + B.tr_imm(0, kk, B.DS_ROW), 8) == 2
 
 
 def test_packing_gives_the_b_operands_of_the_query_k_steps():
-    """pack_b of a tile's accumulators = the MFMA B operand B[k=q][j=key] of each 16-query k-step."""
+    """pack_b of a tile's accumulators = the MFMA B operand B[k][j=key] with k over queries in K_ORDER."""
     rng = np.random.default_rng(6)
     t = FL.b16_to_f32(rnd_bf16(rng, (32, 32)), "bf16")                       # [q, key], representable
     regs = B.pack_b(FL.mfma_d_encode(t), "bf16")
+    assert sorted(B.K_ORDER) == list(range(16))
     for kq in range(2):
-        assert np.array_equal(regs[:, 4 * kq:4 * kq + 4], FL.mfma_ab_encode(t[16 * kq:16 * kq + 16], "bf16", "B"))
+        want = t[[16 * kq + r for r in B.K_ORDER]]
+        assert np.array_equal(regs[:, 4 * kq:4 * kq + 4], FL.mfma_ab_encode(want, "bf16", "B"))
 
 
 def test_lse_reads_match_the_accumulator_rows():
