@@ -66,7 +66,6 @@ from pathlib import Path
 
 from flyasm import Kernel, a, m0, s, v, vcc
 from flyasm.aiter_bwd import DQDKDV_ARGS
-from flyasm.isa.operands import Special
 from flyasm.plan import RegisterPlan
 
 try:
@@ -103,7 +102,7 @@ MASKS = {0: "none", 1: "top_left", 2: "bottom_right"}
 #  misc        s[5:7]          wave, two scratch SGPRs
 #  rsrc        s[8:47]         buffer resources Q, dO, LSE, D, dq, K, V, dK, dV, and Q-or-dO (DMA 2)
 #  args        s[48:73]        kernel arguments (u32), the K/V head; those dead after setup() hold the
-#                              DMA offset increments, the Q-or-dO DMA offset, 512 * wave
+#                              DMA offset increments, the Q-or-dO DMA offset, 512 * wave, lane masks
 #  seq         s[74:81]        group-mode sequence pointers during setup; the mask's SGPR pairs after
 #  loop        s[82:101]       pass, tile, step counters, DMA/atomic offsets, sequence bounds
 PLAN_REGIONS = {
@@ -122,7 +121,6 @@ S, DP, LSE, DD, DQ, RING, VT = v[32:63], v[64:95], v[96:111], v[112:127], v[128:
 MASK_T, NEG_INF, TMP = v[184], v[185], v[186:191]
 DV_ACC, DK_ACC = a[0:127], a[128:255]
 N_RING = 10
-vcc_lo, vcc_hi = Special("vcc_lo"), Special("vcc_hi")
 assert L.DS_BUF[0] == 0
 
 WAVE, ST0, ST1 = s[5], s[6], s[7]
@@ -143,6 +141,7 @@ HK = s[73]
 # loop constants in argument SGPRs that setup() leaves dead: per-step offset increments of the Q, dO and
 # wave-dependent (Q or dO) DMAs, the latter's offset, 512 * wave (the wave's LSE/D slot)
 INC_Q, INC_DO, INC_MIX, SOFF_MIX, WAVE_512 = A["Hs_q"], A["BAs_q"], A["ratio"], A["Hs_k"], A["BAs_k"]
+EVEN_LANES, ODD_LANES = s[60:61], s[66:67]          # (Hs_v, BAs_v), (Hs_dk, BAs_dk): a16's lane-pair masks
 SEQ_PTR = {"ptr_qseq": s[74:75], "ptr_kseq": s[76:77], "ptr_qseq_padded": s[78:79], "ptr_kseq_padded": s[80:81]}
 
 
@@ -333,6 +332,9 @@ class _Builder:
             k.s_lshl_b32(INC_DO, A["Seqs_do"], 5)
             k.s_cmp_lt_u32(WAVE, 2)
             k.s_cselect_b32(INC_MIX, INC_Q, INC_DO)
+            for reg, bits in ((EVEN_LANES, 0x55555555), (ODD_LANES, 0xAAAAAAAA)):
+                k.s_mov_b32(reg[0], bits)
+                k.s_mov_b32(reg[1], bits)
             self.lds_bases()
             self.dma_offsets()
             self.consts()
@@ -931,13 +933,12 @@ class _Builder:
         # lo = even ? r0 : r1 of the odd neighbour; hi = odd ? r1 : r0 of the even neighbour (one
         # v_cndmask with a DPP lane swap each), three pairs per switch of the lane mask in vcc
         pairs = [(g, m) for g in range(4) for m in range(2)]
+        soff_g = None
         for c in range(0, len(pairs), 3):
             grp = pairs[c:c + 3]
-            for half, mask in ((0, 0x55555555), (1, 0xAAAAAAAA)):
+            for half, lanes in ((0, EVEN_LANES), (1, ODD_LANES)):
                 yield 4
-                k.s_mov_b32(vcc_lo, mask)
-                yield 4
-                k.s_mov_b32(vcc_hi, mask)
+                k.s_mov_b64(vcc, lanes)
                 for n, (g, m) in enumerate(grp):
                     r0, r1 = DQ[4 * g + 2 * m], DQ[4 * g + 2 * m + 1]
                     src, keep = (r1, r0) if half == 0 else (r0, r1)
@@ -949,8 +950,10 @@ class _Builder:
                 yield 4
                 k.instr(self.cvt_pk, r0, TMP[2 * n], TMP[2 * n + 1])
             for n, (g, m) in enumerate(grp):
-                yield 4
-                k.s_add_u32(SOFF_T, SOFF_DQ, 2048 * g)
+                if g != soff_g:
+                    yield 4
+                    k.s_add_u32(SOFF_T, SOFF_DQ, 2048 * g)
+                    soff_g = g
                 yield 4
                 k.instr(self.atomic_pk, DQ[4 * g + 2 * m], DQ_VOFF, RS_DQ, SOFF_T, offen=True, offset=512 * m)
 
