@@ -70,9 +70,11 @@ from flyasm.plan import RegisterPlan
 
 try:
     from . import fa_bwd_layouts as L
+    from . import fa_grid as G
 except ImportError:                      # loaded as a top-level module (tests put kernels/ on the path)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import fa_bwd_layouts as L
+    import fa_grid as G
 
 LOG2E = 1.4426950408889634
 RSRC_WORD3 = 0x00020000        # raw buffer, 32-bit data format (gfx9 V# word 3)
@@ -237,24 +239,8 @@ class _Builder:
             k.s_sub_u32(SEQ_K, s[85], s[84])
 
     def kv_head(self):
-        """HK = head / ratio (aiter's GQA ratio, at run time): float quotient, exact to +-1 for
-        head < 2^16, then one integer correction each way."""
-        k, head, r = self.k, self.wg_head, A["ratio"]
-        k.v_cvt_f32_u32(TMP[0], r)
-        k.v_rcp_f32(TMP[0], TMP[0])
-        k.v_cvt_f32_u32(TMP[1], head)
-        k.v_mul_f32(TMP[1], TMP[1], TMP[0])
-        k.v_cvt_u32_f32(TMP[1], TMP[1])
-        k.s_nop(0)
-        k.v_readfirstlane_b32(HK, TMP[1])
-        k.s_mul_i32(ST0, HK, r)
-        k.s_sub_u32(ST0, head, ST0)                                   # remainder, in [-r, 2r)
-        k.s_sub_u32(ST1, HK, 1)
-        k.s_cmp_lt_i32(ST0, 0)
-        k.s_cselect_b32(HK, ST1, HK)
-        k.s_add_u32(ST1, HK, 1)
-        k.s_cmp_ge_i32(ST0, r)
-        k.s_cselect_b32(HK, ST1, HK)
+        """HK = head / ratio (aiter's GQA ratio, at run time: fa_grid.divmod_uniform)."""
+        G.divmod_uniform(self.k, HK, ST0, self.wg_head, A["ratio"], (TMP[0], TMP[1]), (ST1, SOFF_T))
 
     def rsrc(self, dst, terms, rows, row_bytes):
         """dst = V#(pointer in dst[0:1] + Σ a*b (64-bit), num_records = rows * row_bytes (bytes))."""
@@ -483,25 +469,12 @@ class _Builder:
 
     # ---- one key tile (a pass) --------------------------------------------------------------------
     def select_tile(self):
-        """TILE of this pass, or a jump to .Lpass_end: tile x, or with aiter's causal halving tiles x
-        and n-1-x (n = this sequence's key tiles), the second only when n-1-x > x."""
-        k, x = self.k, self.wg_tile
+        """TILE of this pass, or a jump to .Lpass_end: tile x, or with aiter's causal halving tiles x and
+        n-1-x (n = this sequence's key tiles; fa_grid.select_tile)."""
+        k = self.k
         k.s_add_u32(NKT, SEQ_K, L.BLOCK_KV - 1)
         k.s_lshr_b32(NKT, NKT, 8)
-        if self.passes == 1:
-            k.s_mov_b32(TILE, x)
-            k.s_cmp_ge_u32(TILE, NKT)
-            k.s_cbranch_scc1(k.L(".Lpass_end"))
-            return
-        k.s_sub_u32(TILE, NKT, 1)
-        k.s_sub_u32(TILE, TILE, x)                           # tail tile n-1-x
-        k.s_lshl_b32(ST1, x, 1)
-        k.s_add_u32(ST0, ST1, 1)
-        k.s_cmp_eq_u32(PASS, 0)
-        k.s_cselect_b32(TILE, x, TILE)
-        k.s_cselect_b32(ST0, ST1, ST0)                       # pass 0 valid iff 2x < n; pass 1 iff 2x+1 < n
-        k.s_cmp_ge_u32(ST0, NKT)
-        k.s_cbranch_scc1(k.L(".Lpass_end"))
+        G.select_tile(k, TILE, NKT, self.wg_tile, PASS if self.passes > 1 else None, (ST0, ST1), ".Lpass_end")
 
     def pass_setup(self):
         """The key tile's query range, mask limits, zeroed accumulators."""

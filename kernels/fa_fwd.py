@@ -68,9 +68,11 @@ from flyasm.report.stats import nop_wait_states
 from flyasm.sched import classes_of
 
 try:
+    from . import fa_grid as G
     from . import fa_layouts as L
 except ImportError:                      # loaded as a top-level module (tests put kernels/ on the path)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import fa_grid as G
     import fa_layouts as L
 
 exec_lo, exec_hi = Special("exec_lo"), Special("exec_hi")
@@ -451,24 +453,8 @@ class _Builder:
             k.s_sub_u32(A["seqlen_k"], s[83], s[82])
 
     def divmod_uniform(self, quot, rem, num, den, t):
-        """quot, rem = divmod(num, den) of wave-uniform values below 2^24 (den > 0): the float quotient
-        (exact to +-1), then one integer correction each way; t: two scratch SGPRs."""
-        k = self.k
-        k.v_cvt_f32_u32(TMP[0], den)
-        k.v_rcp_f32(TMP[0], TMP[0])
-        k.v_cvt_f32_u32(TMP[1], num)
-        k.v_mul_f32(TMP[1], TMP[1], TMP[0])
-        k.v_cvt_u32_f32(TMP[1], TMP[1])
-        k.s_nop(0)                                                      # VALU write -> readfirstlane
-        k.v_readfirstlane_b32(quot, TMP[1])
-        k.s_mul_i32(rem, quot, den)
-        k.s_sub_u32(rem, num, rem)                                      # in [-den, 2 den)
-        for cmp, step in ((k.s_cmp_lt_i32, -1), (k.s_cmp_ge_i32, 1)):
-            k.s_add_i32(t[0], quot, step)
-            (k.s_add_i32 if step < 0 else k.s_sub_i32)(t[1], rem, den)
-            cmp(rem, 0 if step < 0 else den)
-            k.s_cselect_b32(quot, t[0], quot)
-            k.s_cselect_b32(rem, t[1], rem)
+        """quot, rem = divmod(num, den) of wave-uniform values (fa_grid.divmod_uniform)."""
+        G.divmod_uniform(self.k, quot, rem, num, den, (TMP[0], TMP[1]), t)
 
     def kv_head(self):
         """HK = head / gqa: compiled in (natural arguments) or from s_gqa at run time (aiter)."""
@@ -642,23 +628,9 @@ class _Builder:
 
     def select_tile(self):
         """TILE of this pass, or a jump to .Lpass_end: one pass per workgroup (tile w), or with aiter's
-        causal pairing (tg_div = 2, grid ceil(n/2)) tiles w and n-1-w, the second only when n-1-w > w."""
-        k, w = self.k, self.wg_tile
-        if self.passes == 1:
-            k.s_mov_b32(TILE, w)
-            if self.group:                                   # the grid covers the longest sequence
-                k.s_cmp_ge_u32(TILE, NQT)
-                k.s_cbranch_scc1(k.L(".Lpass_end"))
-            return
-        k.s_sub_u32(TILE, NQT, 1)
-        k.s_sub_u32(TILE, TILE, w)                           # tail tile n-1-w
-        k.s_lshl_b32(ST1, w, 1)
-        k.s_add_u32(ST0, ST1, 1)
-        k.s_cmp_eq_u32(PASS, 0)
-        k.s_cselect_b32(TILE, w, TILE)
-        k.s_cselect_b32(ST0, ST1, ST0)                       # pass 0: valid iff 2w < n; pass 1: 2w+1 < n
-        k.s_cmp_ge_u32(ST0, NQT)
-        k.s_cbranch_scc1(k.L(".Lpass_end"))
+        causal pairing (tg_div = 2, grid ceil(n/2)) tiles w and n-1-w (fa_grid.select_tile)."""
+        G.select_tile(self.k, TILE, NQT, self.wg_tile, PASS if self.passes > 1 else None, (ST0, ST1), ".Lpass_end",
+                      check_single=self.group)
 
     def tile_setup(self):
         """Per Q tile: first row, key-tile count, mask limits, per-lane Q/O/LSE offsets, softmax state."""
