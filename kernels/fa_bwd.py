@@ -224,19 +224,10 @@ class _Builder:
     def sequence_bounds(self):
         """Group mode: this batch's lengths from the cumulative starts (ptr_qseq/ptr_kseq), its first
         rows from the padded starts (aiter passes the same array when unpadded)."""
-        k, X = self.k, SEQ_PTR
-        with k.region("sequence", expect={"smem": 4}):
-            k.s_lshl_b32(ST0, self.wg_batch, 2)
-            k.s_load_dwordx2(s[82:83], X["ptr_qseq"], ST0)          # qseq[b], qseq[b+1] (TILE, PASS: free here)
-            k.s_load_dwordx2(s[84:85], X["ptr_kseq"], ST0)          # kseq[b], kseq[b+1] (K0, DIAG)
-            for pad, seq in (("ptr_qseq_padded", "ptr_qseq"), ("ptr_kseq_padded", "ptr_kseq")):
-                k.s_cmp_lg_u64(X[pad], 0)
-                k.s_cselect_b64(X[pad], X[pad], X[seq])
-            k.s_load_dword(QSTART, X["ptr_qseq_padded"], ST0)
-            k.s_load_dword(KSTART, X["ptr_kseq_padded"], ST0)
-            k.s_waitcnt(lgkmcnt=0)
-            k.s_sub_u32(SEQ_Q, s[83], s[82])
-            k.s_sub_u32(SEQ_K, s[85], s[84])
+        X = SEQ_PTR
+        G.sequence_bounds(self.k, self.wg_batch, (X["ptr_qseq"], X["ptr_kseq"]),
+                          (X["ptr_qseq_padded"], X["ptr_kseq_padded"]), (QSTART, KSTART), (SEQ_Q, SEQ_K),
+                          (s[82:83], s[84:85]), ST0)                  # pairs: TILE, PASS, K0, DIAG (free here)
 
     def kv_head(self):
         """HK = head / ratio (aiter's GQA ratio, at run time: fa_grid.divmod_uniform)."""
@@ -269,13 +260,7 @@ class _Builder:
             self.rsrc(rs, [first_row(t, q), (h, A[f"Hs_{t}"])], SEQ_Q if q else SEQ_K, A[f"Seqs_{t}"])
         # LSE and D, float32 [B, Hq, Sq] (head stride lse_hs, batch stride nhead_q * lse_hs) or, group
         # mode, [Hq, total_q] at the sequence's physical start
-        if self.group:
-            k.s_lshl_b32(SOFF_T, QSTART, 2)
-            lterms = [(head, A["Hs_lsed"]), (SOFF_T, 1)]
-        else:
-            k.s_mul_i32(SOFF_T, b, A["nhead_q"])
-            k.s_add_u32(SOFF_T, SOFF_T, head)
-            lterms = [(SOFF_T, A["Hs_lsed"])]
+        lterms = G.lse_terms(k, self.group, b, head, QSTART, A["nhead_q"], A["Hs_lsed"], SOFF_T)
         k.s_lshl_b32(ST1, SEQ_Q, 2)
         k.s_mov_b32(SOFF_DQ, ST1)
         for rs in (RS_LSE, RS_D):
@@ -1161,23 +1146,14 @@ class _Builder:
         k = self.k
         self.load_args()
         self.setup()
-        if self.passes > 1:
-            k.s_mov_b32(PASS, 0)
-            k.label(".Lpass")
-        self.select_tile()
-        self.pass_setup()
-        self.loop()
-        self.store()
-        k.label(".Lpass_end")
-        if self.passes > 1:
-            # the second tile reuses LDS and the registers: every wave past its last K read, DMAs landed
-            k.s_add_u32(PASS, PASS, 1)
-            k.s_cmp_lt_u32(PASS, 2)
-            k.s_cbranch_scc0(k.L(".Lend"))
-            k.s_waitcnt(vmcnt=0)
-            k.s_barrier()
-            k.s_branch(k.L(".Lpass"))
-            k.label(".Lend")
+
+        def one_tile():
+            self.select_tile()
+            self.pass_setup()
+            self.loop()
+            self.store()
+        # the second tile: every wave past its last K read, its DMAs landed
+        G.pass_loop(k, PASS, self.passes, one_tile, drain=True)
         k.s_endpgm()
         k.label(".Lempty")
         self.zero_acc()

@@ -438,19 +438,9 @@ class _Builder:
     def sequence_bounds(self):
         """Group mode: this batch's lengths from the cumulative starts (ptr_qseq/ptr_kseq), its first
         rows from the padded starts (ptr_*seq_padding; aiter passes the same array when unpadded)."""
-        k, A, X = self.k, ARG_SGPR, AITER_SGPR
-        with k.region("sequence", expect={"smem": 4}):
-            k.s_lshl_b32(LSE_ROW, self.wg_batch, 2)
-            k.s_load_dwordx2(s[84:85], X["qseq"], LSE_ROW)              # qseq[b], qseq[b+1]
-            k.s_load_dwordx2(s[82:83], X["kseq"], LSE_ROW)
-            for pad, seq in (("qseq_pad", "qseq"), ("kseq_pad", "kseq")):
-                k.s_cmp_lg_u64(X[pad], 0)
-                k.s_cselect_b64(X[pad], X[pad], X[seq])
-            k.s_load_dword(QSTART, X["qseq_pad"], LSE_ROW)
-            k.s_load_dword(KSTART, X["kseq_pad"], LSE_ROW)
-            k.s_waitcnt(lgkmcnt=0)
-            k.s_sub_u32(A["seqlen_q"], s[85], s[84])
-            k.s_sub_u32(A["seqlen_k"], s[83], s[82])
+        A, X = ARG_SGPR, AITER_SGPR
+        G.sequence_bounds(self.k, self.wg_batch, (X["qseq"], X["kseq"]), (X["qseq_pad"], X["kseq_pad"]),
+                          (QSTART, KSTART), (A["seqlen_q"], A["seqlen_k"]), (s[84:85], s[82:83]), LSE_ROW)
 
     def divmod_uniform(self, quot, rem, num, den, t):
         """quot, rem = divmod(num, den) of wave-uniform values (fa_grid.divmod_uniform)."""
@@ -523,13 +513,7 @@ class _Builder:
             # s_lse_Hs (batch stride Hq * s_lse_Hs: aiter passes none); group mode [Hq, total_q]
             if self.aiter:
                 X = AITER_SGPR
-                if self.group:
-                    k.s_lshl_b32(LSE_ROW, QSTART, 2)
-                    terms = [(head, X["lse_hs"]), (LSE_ROW, 1)]
-                else:
-                    k.s_mul_i32(LSE_ROW, batch, X["q_head_num"])
-                    k.s_add_u32(LSE_ROW, LSE_ROW, head)
-                    terms = [(LSE_ROW, X["lse_hs"])]
+                terms = G.lse_terms(k, self.group, batch, head, QSTART, X["q_head_num"], X["lse_hs"], LSE_ROW)
                 self.rsrc(RS_LSE, A["lse"], terms, A["seqlen_q"], 4)
             else:
                 k.s_mul_i32(ST1, batch, self.num_heads)
@@ -1428,13 +1412,8 @@ class _Builder:
         if self.split and not self.pingpong:
             k.s_waitcnt(lgkmcnt=0)            # the last step's K reads ahead: done before LDS is reused
 
-    def build(self):
+    def one_tile(self):
         k = self.k
-        self.load_args()
-        self.setup()
-        if self.passes > 1:
-            k.s_mov_b32(PASS, 0)
-            k.label(".Lpass")
         self.select_tile()
         self.tile_setup()
         if self.pingpong:
@@ -1455,17 +1434,14 @@ class _Builder:
             self.loop(group_b=True)
             k.label(".Lepilogue")
         self.epilogue()
-        if self.group or self.passes > 1:
-            k.label(".Lpass_end")
-        if self.passes > 1:
-            # the second tile reuses LDS: every wave past its reads; a wave's DMAs into its own chunks
-            # land in order, and a store has its data once issued, so nothing waits for memory here
-            k.s_add_u32(PASS, PASS, 1)
-            k.s_cmp_lt_u32(PASS, 2)
-            k.s_cbranch_scc0(k.L(".Lend"))
-            k.s_barrier()
-            k.s_branch(k.L(".Lpass"))
-            k.label(".Lend")
+
+    def build(self):
+        k = self.k
+        self.load_args()
+        self.setup()
+        # the second tile reuses LDS: every wave past its reads; a wave's DMAs into its own chunks land
+        # in order, and a store has its data once issued, so nothing waits for memory between passes
+        G.pass_loop(k, PASS, self.passes, self.one_tile, end_label=self.group)
         k.s_waitcnt(vmcnt=0)              # the last (clamped) LDS-DMAs land before the workgroup's LDS is freed
         k.s_endpgm()
         return k

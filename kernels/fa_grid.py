@@ -1,6 +1,7 @@
 """Workgroup -> work mapping shared by the attention kernels (kernels/fa_fwd.py, kernels/fa_bwd.py): the
-tile a workgroup takes under aiter's causal pairing, and a wave-uniform integer division (the GQA
-K/V head of a query head at run time)."""
+tile a workgroup takes under aiter's causal pairing and the loop over its two tiles, a wave-uniform
+integer division (the GQA K/V head of a query head at run time), and aiter's addressing: a group-mode
+sequence's bounds, where a (batch, head)'s LSE rows start."""
 from __future__ import annotations
 
 
@@ -44,3 +45,57 @@ def divmod_uniform(k, quot, rem, num, den, vt, t):
         cmp(rem, 0 if step < 0 else den)
         k.s_cselect_b32(quot, t[0], quot)
         k.s_cselect_b32(rem, t[1], rem)
+
+
+def pass_loop(k, pass_, passes, body, end_label=True, drain=False):
+    """body() once, or twice under aiter's causal pairing (passes 2; pass_ the SGPR counting 0, 1):
+    body's select_tile jumps to .Lpass_end (emitted when end_label) for a tile it does not take. The
+    second pass reuses LDS and registers, after a barrier every wave reaches past its last LDS read
+    (drain: and its memory loads landed, for a kernel whose next pass's DMAs could overtake them)."""
+    if passes > 1:
+        k.s_mov_b32(pass_, 0)
+        k.label(".Lpass")
+    body()
+    if end_label or passes > 1:
+        k.label(".Lpass_end")
+    if passes > 1:
+        k.s_add_u32(pass_, pass_, 1)
+        k.s_cmp_lt_u32(pass_, 2)
+        k.s_cbranch_scc0(k.L(".Lend"))
+        if drain:
+            k.s_waitcnt(vmcnt=0)
+        k.s_barrier()
+        k.s_branch(k.L(".Lpass"))
+        k.label(".Lend")
+
+
+def lse_terms(k, group, batch, head, qstart, nhead_q, head_stride, t):
+    """The terms (a, b) of sum a*b, the byte offset of a (batch, head)'s float32 LSE rows in aiter's
+    layout: batch mode [B, Hq, Sq] with head stride head_stride (bytes) and batch stride nhead_q *
+    head_stride (aiter passes none); group mode [Hq, total_q] from the sequence's physical first row
+    qstart. t: a scratch SGPR the terms use."""
+    if group:
+        k.s_lshl_b32(t, qstart, 2)
+        return [(head, head_stride), (t, 1)]
+    k.s_mul_i32(t, batch, nhead_q)
+    k.s_add_u32(t, t, head)
+    return [(t, head_stride)]
+
+
+def sequence_bounds(k, batch, seqs, pads, starts, lengths, pairs, t):
+    """Group mode (aiter's varlen arguments): for q then k, lengths = seq[b+1] - seq[b] from the
+    cumulative starts seqs (pointers), starts = pad[b], the physical first row, from the padded starts
+    pads (pointer SGPR pairs, overwritten by seqs where null: aiter passes the same array or null when
+    unpadded). pairs: an SGPR pair each for seq[b], seq[b+1]; t: a scratch SGPR."""
+    with k.region("sequence", expect={"smem": 4}):
+        k.s_lshl_b32(t, batch, 2)
+        for pair, seq in zip(pairs, seqs):
+            k.s_load_dwordx2(pair, seq, t)
+        for pad, seq in zip(pads, seqs):
+            k.s_cmp_lg_u64(pad, 0)
+            k.s_cselect_b64(pad, pad, seq)
+        for start, pad in zip(starts, pads):
+            k.s_load_dword(start, pad, t)
+        k.s_waitcnt(lgkmcnt=0)
+        for length, pair in zip(lengths, pairs):
+            k.s_sub_u32(length, pair[1], pair[0])
