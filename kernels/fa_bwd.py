@@ -36,7 +36,8 @@ leaves free (an MFMA keeps the pipe busy for 8 turns of its wave; its own reads 
 with gates (not before MFMA n: hazard distances) and tokens (an MFMA whose packed operand is not out
 yet drains the shadow up to it). The model-guided levers are class attributes of _Builder (AHEAD,
 WAIT_SPAN, DMA_SPREAD, STATS_SPREAD, REREAD_DV, DQ_EVERY, BARRIER_EARLY, NEXT_EARLY, NEXT_K,
-FEED_FIT, FEED_CARRY) plus build(fold_scale=...). benchmarks/fa_bwd_model.py prices them.
+FEED_FIT, FEED_CARRY) plus build(fold_scale=...). benchmarks/sweep_fa_bwd.py ranks them;
+benchmarks/vs_aiter_bwd.py prices the whole call against aiter's.
 
 Why this split (the issue asks to argue): dK/dV stationary per workgroup and dQ atomic is aiter's own,
 and the only one its host supports without a second launch (its dq workspace is what the post kernel
