@@ -310,10 +310,21 @@ def fmha_bwd_pack(set_dir: Path = BWD_SET, **kv) -> dict:
     return {"launches": launches, "workspace": ws}
 
 
-def run_bwd_call(set_dir, q, k, v, o, do, lse, **kw) -> dict:
+def run_bwd_call(set_dir, q, k, v, o, do, lse, main=None, **kw) -> dict:
     """One attention-backward call packed by aiter's own host code for the set in set_dir
     (fmha_bwd_pack) and run (the strict emulator by default): flyasm.aiter_bwd.backward, whose
     keywords it takes (mask_type, atomic32, scale, seqstart_q/k, poison, stages, workspace, backend,
-    launch options)."""
+    launch options). main: a flyasm Kernel that runs as the dq/dk/dv stage instead of the set's (a
+    variant of it: same arguments, grid and workspace; built here)."""
+    import dataclasses
+
     from flyasm.aiter_bwd import backward
-    return backward(lambda **call: fmha_bwd_pack(set_dir, **call), q, k, v, o, do, lse, **kw)
+
+    def pack(**call):
+        p = fmha_bwd_pack(set_dir, **call)
+        if main is not None:
+            p["launches"] = [dataclasses.replace(ln, co=co, knl_name=main.name) if ln.stage == "dqdkdv" else ln
+                             for ln in p["launches"]]
+        return p
+    co = None if main is None else Path(main.build(Path(tempfile.mkdtemp(prefix="bwd_main_"))).co_path)
+    return backward(pack, q, k, v, o, do, lse, **kw)

@@ -70,7 +70,7 @@ def perf_launch(kern, causal, batch, heads, seqlen, heads_k=None):
     (heads_k K/V heads, default heads): recorded at one head and TRACE_SEQLEN, the key loop scaled to
     seqlen (causal: aiter's paired grid, workgroup w runs Q tiles w and n-1-w, n+1 key tiles per
     pair); compulsory DRAM traffic = Q, K, V, O once and the LSE; a build(xcd_map=True) kernel's
-    wg_map (fa_fwd.xcd_item). benchmarks/vs_aiter_model.py prices ours with it too."""
+    wg_map (fa_grid.xcd_item). benchmarks/vs_aiter_model.py prices ours with it too."""
     from flyasm.dispatch import aiter_grid
     from flyasm.run.args import pack_args, specs_from_kernel
     s0 = min(seqlen, TRACE_SEQLEN)

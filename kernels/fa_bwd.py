@@ -36,7 +36,8 @@ leaves free (an MFMA keeps the pipe busy for 8 turns of its wave; its own reads 
 with gates (not before MFMA n: hazard distances) and tokens (an MFMA whose packed operand is not out
 yet drains the shadow up to it). The model-guided levers are class attributes of _Builder (AHEAD,
 WAIT_SPAN, DMA_SPREAD, STATS_SPREAD, REREAD_DV, DQ_EVERY, BARRIER_EARLY, NEXT_EARLY, NEXT_K,
-FEED_FIT, FEED_CARRY) plus build(fold_scale=...). benchmarks/sweep_fa_bwd.py ranks them;
+FEED_FIT, FEED_CARRY, SLOT; XCD_MAP, the workgroup -> work map) plus build(fold_scale=...).
+benchmarks/sweep_fa_bwd.py ranks them;
 benchmarks/vs_aiter_bwd.py prices the whole call against aiter's.
 
 Why this split (the issue asks to argue): dK/dV stationary per workgroup and dQ atomic is aiter's own,
@@ -167,7 +168,7 @@ class Frag:
 
 class _Builder:
     LEVERS = ("AHEAD", "WAIT_SPAN", "DMA_SPREAD", "STATS_SPREAD", "REREAD_DV", "DQ_EVERY", "BARRIER_EARLY",
-              "NEXT_EARLY", "NEXT_K", "FEED_FIT", "FEED_CARRY")
+              "NEXT_EARLY", "NEXT_K", "FEED_FIT", "FEED_CARRY", "SLOT", "XCD_MAP")
 
     def __init__(self, dtype, mask, atomic32, group, fold_scale=None, **levers):
         for n, val in levers.items():
@@ -178,6 +179,8 @@ class _Builder:
             raise ValueError(f"dtype is 'bf16' or 'fp16' (or 'f16'), not {dtype!r}")
         if mask not in MASKS:
             raise ValueError(f"mask is 0 (none), 1 (causal top-left) or 2 (causal bottom-right), not {mask!r}")
+        if group and self.XCD_MAP:
+            raise ValueError("xcd_map remaps batch mode's grid (key tiles, heads, batch); group mode's is not remapped")
         name = build_name(dtype, mask, atomic32, group) + "".join(
             f"_{n.lower()}{int(val)}" for n, val in sorted(levers.items()))   # variants of a sweep: distinct symbols
         dtype = DTYPES[dtype]
@@ -190,6 +193,7 @@ class _Builder:
         self.passes = 2 if self.causal else 1          # aiter halves the causal grid: tiles w and n-1-w
         self.plan = RegisterPlan(name, regions=PLAN_REGIONS, accum_offset=256, strict=True)
         self.k = Kernel(name, block=256, lds=160 * 1024, arg_layout="aiter", workgroup_ids="xyz", plan=self.plan)
+        self.k.wg_map = G.xcd_item if self.XCD_MAP else None     # which workgroup computes which item (perf.predict)
         self.args = {n: self.k.arg(n, t) for n, t in DQDKDV_ARGS}
         self.mfma_name = f"v_mfma_f32_32x32x16_{dtype}"
         self.cvt_pk = f"v_cvt_pk_{dtype}_f32"
@@ -198,7 +202,9 @@ class _Builder:
         self._bal, self._gate, self._lds_done, self._read_at, self._prefetched = 0, 0, -1, {}, None
         self._scheduling, self._issued = False, 0
 
-    SLOT = 28           # issue cycles after each MFMA for other instructions (32-cycle MFMA, 4 its own issue)
+    SLOT = 28           # issue cycles after each MFMA for other instructions (32-cycle MFMA, 4 its own issue);
+                        # 0: nothing under the MFMAs (the shadow runs only where an MFMA needs its output)
+    XCD_MAP = False     # batch mode: workgroups remapped so each XCD runs whole heads (xcd_remap)
     FEED_FIT = False    # place a shadow instruction only where its cycles fit (else: while the slot has any left)
     FEED_CARRY = 0      # cycles a slot may pass on unused to the next
 
@@ -229,6 +235,20 @@ class _Builder:
         G.sequence_bounds(self.k, self.wg_batch, (X["ptr_qseq"], X["ptr_kseq"]),
                           (X["ptr_qseq_padded"], X["ptr_kseq_padded"]), (QSTART, KSTART), (SEQ_Q, SEQ_K),
                           (s[82:83], s[84:85]), ST0)                  # pairs: TILE, PASS, K0, DIAG (free here)
+
+    def xcd_remap(self):
+        """Batch mode: workgroup (x, y) of a batch computes fa_grid.xcd_item's work item (fa_grid.xcd_remap
+        over aiter's grid: ceil(seqlen_k / 256) key tiles, halved rounding up when causal, x nhead_q).
+        The ~32 workgroups an XCD runs at a time are then key tiles of one head: they stream the same
+        Q, dO, LSE and D rows in step (the XCD's L2 holds them once) and add into the same dQ rows."""
+        k = self.k
+        k.s_add_u32(NKT, A["seqlen_k"], L.BLOCK_KV - 1)
+        k.s_lshr_b32(NKT, NKT, 8)
+        if self.passes > 1:
+            k.s_add_u32(NKT, NKT, 1)
+            k.s_lshr_b32(NKT, NKT, 1)                                   # tile pairs (aiter's causal grid)
+        G.xcd_remap(k, self.wg_tile, self.wg_head, NKT, A["nhead_q"], (TILE, PASS, K0), (TMP[0], TMP[1]),
+                    ".Lxcd_end")
 
     def kv_head(self):
         """HK = head / ratio (aiter's GQA ratio, at run time: fa_grid.divmod_uniform)."""
@@ -296,6 +316,8 @@ class _Builder:
             k.v_readfirstlane_b32(WAVE, v[0])
             k.s_lshr_b32(WAVE, WAVE, 6)
             k.v_and_b32(LANE, 63, v[0])
+            if self.XCD_MAP:
+                self.xcd_remap()
             self.kv_head()
             self.resources()
             k.s_lshl_b32(WAVE_1K, WAVE, 10)
@@ -557,8 +579,10 @@ class _Builder:
         buffer p and the wave's ST slot p, then the offsets move 32 rows on (the DMA after the last step
         reads past the sequence: zeros, and every wave issues the same DMAs, so vmcnt stays uniform). A
         generator for an MFMA shadow: in a schedule an MFMA separates each m0 write from its DMA (the
-        1 wait state SALU m0 -> LDS-DMA), and DMA_SPREAD MFMAs separate two DMAs."""
+        1 wait state SALU m0 -> LDS-DMA), and DMA_SPREAD MFMAs separate two DMAs (not with SLOT 0, whose
+        shadows run only between MFMAs: there an s_nop)."""
         k = self.k
+        spread = self._scheduling and self.SLOT > 0
         qd = [(RS_Q, SOFF_Q), (RS_Q, SOFF_Q), (RS_MIX, SOFF_MIX), (RS_DO, SOFF_DO), (RS_DO, SOFF_DO)]
         st = L.ST_BASE + L.WAVES * L.ST_SLOT * p
         dmas = [(k.buffer_load_dwordx4, QD_DMA[i], rs, so, WAVE_1K, L.QD_BUF[p] + L.DMA_CHUNK * L.WAVES * i, f"qd{p}")
@@ -568,14 +592,14 @@ class _Builder:
         for load, voff, rs, so, wave_base, base, tag in dmas:
             yield 4
             k.s_add_u32(m0, wave_base, base)
-            if self._scheduling:
+            if spread:
                 yield ("after", self._issued + 1)
             else:
                 yield 4
                 k.s_nop(0)
             yield 4
             load(voff, rs, so, offen=True, lds=True).lds_buffer = tag
-            if self._scheduling:
+            if spread:
                 yield ("after", self._issued + self.DMA_SPREAD - 1)
         for so, inc in ((SOFF_Q, INC_Q), (SOFF_DO, INC_DO), (SOFF_MIX, INC_MIX)):
             yield 4
@@ -1167,5 +1191,6 @@ def build(dtype="bf16", mask=0, atomic32=True, group=False, *, fold_scale=None, 
     (causal top-left) / 2 (causal bottom-right), atomic32 (fp32 dq workspace) or not (q's dtype),
     group (varlen: aiter's seqstart pointers). fold_scale and the schedule's levers (lower-case names
     of _Builder.LEVERS: ahead, wait_span, dma_spread, stats_spread, reread_dv, dq_every, barrier_early,
-    next_early, next_k, feed_fit, feed_carry) change the instruction order only, never the results."""
+    next_early, next_k, feed_fit, feed_carry, slot; xcd_map, batch mode only: which workgroup computes
+    which key tile and head, fa_grid.xcd_remap) change the instruction order only, never the results."""
     return _Builder(dtype, mask, atomic32, group, fold_scale, **levers).build()

@@ -347,7 +347,7 @@ class _Builder:
         self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024 if aiter_args else g.lds_bytes,
                         arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
         self.k.lds_scratch(g.lds_dump, g.lds_bytes)    # the DMA dump slots (fa_layouts.dma_m0)
-        self.k.wg_map = xcd_item if xcd_map else None  # which workgroup computes which item (perf.predict)
+        self.k.wg_map = G.xcd_item if xcd_map else None  # which workgroup computes which item (perf.predict)
         extra = iter(PLAN_REGIONS_HD192["lds_addr2"])
         self.K_ADDR = K_ADDR + tuple(next(extra) for _ in range(2, g.k_stages))
         self.V_ADDR = V_ADDR + tuple(next(extra) for _ in range(2, g.v_stages))
@@ -459,33 +459,16 @@ class _Builder:
             k.s_mul_hi_u32(HK, head, -(-(1 << 32) // self.gqa) & 0xFFFFFFFF)   # magic multiply, head < 2^16
 
     def xcd_remap(self):
-        """Batch mode, grid (X tiles or tile pairs, heads, batch): the hardware dispatches workgroups in
-        order (x fastest) round-robin over the 8 XCDs, so workgroup L = x + X*y of a batch runs on XCD
-        L % 8. Remapped, it computes work item (L % 8) * (X*heads / 8) + L // 8 (tile fastest): each
-        XCD gets a contiguous eighth of the items (whole heads when 8 divides the head count), and the
-        ~32 workgroups an XCD runs at a time are one head's tiles, reading the same K and V in step
-        (its L2 holds them once, not once per XCD). When 8 does not divide X*heads the map is the
-        identity. xcd_item is the same map for the timing model."""
+        """Batch mode: workgroup (x, y) of a batch computes fa_grid.xcd_item's work item (fa_grid.xcd_remap:
+        each XCD runs whole heads, its L2 holds a head's K and V once)."""
         k, A = self.k, ARG_SGPR
-        x, y = self.wg_tile, self.wg_head
         heads = AITER_SGPR["q_head_num"] if self.aiter else self.num_heads
         k.s_add_u32(ST0, A["seqlen_q"], self.g.block_q - 1)
         k.s_lshr_b32(ST0, ST0, self.q_shift)                            # Q tiles
         if self.passes > 1:
             k.s_add_u32(ST0, ST0, 1)
             k.s_lshr_b32(ST0, ST0, 1)                                   # tile pairs (aiter's tg_div = 2)
-        k.s_mul_i32(ST1, ST0, heads)                                    # workgroups of a batch
-        k.s_and_b32(KBASE, ST1, 7)
-        k.s_cbranch_scc1(k.L(".Lxcd_end"))
-        k.s_mul_i32(KBASE, ST0, y)
-        k.s_add_u32(KBASE, KBASE, x)                                    # L
-        k.s_lshr_b32(ST1, ST1, 3)
-        k.s_and_b32(STEP, KBASE, 7)
-        k.s_mul_i32(STEP, STEP, ST1)
-        k.s_lshr_b32(KBASE, KBASE, 3)
-        k.s_add_u32(KBASE, KBASE, STEP)                                 # work item
-        self.divmod_uniform(y, x, KBASE, ST0, (ST1, STEP))              # head, tile
-        k.label(".Lxcd_end")
+        G.xcd_remap(k, self.wg_tile, self.wg_head, ST0, heads, (ST1, KBASE, STEP), (TMP[0], TMP[1]), ".Lxcd_end")
 
     def setup(self):
         """Everything that does not depend on the Q tile: wave/lane ids, buffer resources, DMA M0s
@@ -1469,7 +1452,7 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
     mask 2: keys 0..i + Sk - Sq; a query that sees no key gives O = 0, LSE = -inf); the default is
     bottom_right with aiter_args (aiter's causal key is mask 2), top_left otherwise.
 
-    xcd_map (default: batch mode): workgroup (x, y) of a batch computes the work item xcd_item gives,
+    xcd_map (default: batch mode): workgroup (x, y) of a batch computes the work item fa_grid.xcd_item gives,
     so each XCD runs whole heads and its L2 holds a head's K and V once (_Builder.xcd_remap); the
     grid stays aiter's. False: workgroup (x, y, z) computes tile x of head y.
 
@@ -1511,19 +1494,6 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
     Group A runs the default loop body; the default kernel's instruction stream is unchanged."""
     return _Builder(dtype, causal, num_heads, num_kv_heads, aiter_args, lazy_rescale, setprio, q_prescale,
                     stagger, group, align, head_dim, split, pingpong, xcd_map).build()
-
-
-def xcd_item(grid, x, y, z):
-    """The work item (tile or tile pair, head, batch) workgroup (x, y, z) computes in a build(xcd_map=True)
-    kernel (_Builder.xcd_remap), for grid (X, heads, batch); arrays in, arrays out (perf.predict's wg_map)."""
-    import numpy as np
-    X, H = int(grid[0]), int(grid[1])
-    x, y, z = (np.asarray(a) for a in (x, y, z))
-    if (X * H) % 8:
-        return x, y, z
-    lin = x + X * y
-    item = (lin % 8) * (X * H // 8) + lin // 8
-    return item % X, item // X, z
 
 
 def kernel_args(kern: Kernel, q, k, v, out, lse, scale, causal):

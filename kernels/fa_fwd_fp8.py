@@ -30,9 +30,11 @@ from flyasm.plan import RegisterPlan
 
 try:
     from . import fa_fwd as F
+    from . import fa_grid as G
 except ImportError:                      # loaded as a top-level module (tests put kernels/ on the path)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import fa_fwd as F
+    import fa_grid as G
 L = F.L
 
 DTYPE = "fp8bf16"                        # aiter's manifest dtype: fp8 Q/K/V, bf16 O
@@ -73,7 +75,7 @@ class _Fp8Builder(F._Builder):
         self.plan = RegisterPlan(name, regions=regions, aliases={} if self.single else F.PLAN_ALIASES, strict=True)
         self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024, arg_layout="aiter", workgroup_ids="xyz",
                         plan=self.plan)
-        self.k.wg_map = F.xcd_item if self.xcd_map else None
+        self.k.wg_map = G.xcd_item if self.xcd_map else None
         self.k.lds_scratch(g.lds_dump, g.lds_bytes)
         self.args = {n: self.k.arg(n, t) for n, t in F.AITER_ARGS}
         self.mfma = self.k.instr

@@ -1,7 +1,7 @@
 """Workgroup -> work mapping shared by the attention kernels (kernels/fa_fwd.py, kernels/fa_bwd.py): the
-tile a workgroup takes under aiter's causal pairing and the loop over its two tiles, a wave-uniform
-integer division (the GQA K/V head of a query head at run time), and aiter's addressing: a group-mode
-sequence's bounds, where a (batch, head)'s LSE rows start."""
+tile a workgroup takes under aiter's causal pairing and the loop over its two tiles, the XCD map
+(whole heads per XCD), a wave-uniform integer division (the GQA K/V head of a query head at run
+time), and aiter's addressing: a group-mode sequence's bounds, where a (batch, head)'s LSE rows start."""
 from __future__ import annotations
 
 
@@ -45,6 +45,42 @@ def divmod_uniform(k, quot, rem, num, den, vt, t):
         cmp(rem, 0 if step < 0 else den)
         k.s_cselect_b32(quot, t[0], quot)
         k.s_cselect_b32(rem, t[1], rem)
+
+
+def xcd_remap(k, x, y, tiles, heads, t, vt, end_label):
+    """Batch mode, grid (X tiles or tile pairs in SGPR `tiles`, `heads`, batch): the hardware dispatches
+    workgroups in order (x fastest) round-robin over the 8 XCDs, so workgroup L = x + X*y of a batch
+    runs on XCD L % 8. Remapped, it computes work item (L % 8) * (X*heads / 8) + L // 8 (tile
+    fastest): x, y become that item's tile and head. Each XCD gets a contiguous eighth of the items
+    (whole heads when 8 divides the head count), and the ~32 workgroups an XCD runs at a time are one
+    head's tiles, reading that head's shared streams in step (its L2 holds them once, not once per
+    XCD). When 8 does not divide X*heads the map is the identity (a jump to end_label, emitted here).
+    xcd_item is the same map for the timing model. t: three scratch SGPRs, vt: two scratch VGPRs."""
+    k.s_mul_i32(t[0], tiles, heads)                                 # workgroups of a batch
+    k.s_and_b32(t[1], t[0], 7)
+    k.s_cbranch_scc1(k.L(end_label))
+    k.s_mul_i32(t[1], tiles, y)
+    k.s_add_u32(t[1], t[1], x)                                      # L
+    k.s_lshr_b32(t[0], t[0], 3)
+    k.s_and_b32(t[2], t[1], 7)
+    k.s_mul_i32(t[2], t[2], t[0])
+    k.s_lshr_b32(t[1], t[1], 3)
+    k.s_add_u32(t[1], t[1], t[2])                                   # work item
+    divmod_uniform(k, y, x, t[1], tiles, vt, (t[0], t[2]))          # head, tile
+    k.label(end_label)
+
+
+def xcd_item(grid, x, y, z):
+    """The work item (tile or tile pair, head, batch) workgroup (x, y, z) computes in a kernel that
+    runs xcd_remap, for grid (X, heads, batch); arrays in, arrays out (perf.predict's wg_map)."""
+    import numpy as np
+    X, H = int(grid[0]), int(grid[1])
+    x, y, z = (np.asarray(a) for a in (x, y, z))
+    if (X * H) % 8:
+        return x, y, z
+    lin = x + X * y
+    item = (lin % 8) * (X * H // 8) + lin // 8
+    return item % X, item // X, z
 
 
 def pass_loop(k, pass_, passes, body, end_label=True, drain=False):

@@ -57,10 +57,11 @@ def test_lookup_resolves_every_hd128_key_to_our_kernels(kset):
     assert "missing" not in r.stdout and "has no symbol" not in r.stdout
 
 
-def run(kset, dtype, mask, atomic32, seqs, hq, hk, group, seed, ref_mask=None):
+def run(kset, dtype, mask, atomic32, seqs, hq, hk, group, seed, ref_mask=None, main=None):
     """One call through the harness; {name: (max |err|, max |err| / bound, max |reference|)} against the
     reference for ref_mask (default: the call's mask); seqs = [(S_q, S_k)] (batch mode: one entry, its
-    batch `len` times when given as a list of equal pairs)."""
+    batch `len` times when given as a list of equal pairs); main: a variant of the key's dq/dk/dv
+    kernel (fa_bwd.build with levers) run in its place."""
     g = torch.Generator().manual_seed(seed)
     dt = DT[dtype]
     scale = 1.0 / math.sqrt(128)
@@ -86,9 +87,9 @@ def run(kset, dtype, mask, atomic32, seqs, hq, hk, group, seed, ref_mask=None):
         o = torch.stack([r["o"] for r in refs]).to(dt)
         lse = torch.stack([r["lse"] for r in refs]).float()
     res = AL.run_bwd_call(kset, q, k, v, o, do, lse, mask_type=mask, atomic32=int(atomic32), scale=scale,
-                          seqstart_q=starts[0], seqstart_k=starts[1])
-    main = res["launches"][1]
-    assert main.knl_name == fa_bwd.build_name(dtype, mask, atomic32, group), main.knl_name
+                          seqstart_q=starts[0], seqstart_k=starts[1], main=main)
+    ran = res["launches"][1].knl_name
+    assert ran == (main.name if main else fa_bwd.build_name(dtype, mask, atomic32, group)), ran
     out = {}
     for j, (a, b_) in enumerate(seqs):
         ref = refs[j] if ref_mask is None else grads(pick(q, j, 0), pick(k, j, 1), pick(v, j, 1), pick(do, j, 0),
@@ -129,6 +130,41 @@ def test_fp16_bottom_right_a16_gqa4_rows_that_see_no_key(kset):
 def test_bf16_top_left_a32_group_three_sequences(kset):
     check(run(kset, "bf16", 1, True, [(100, 300), (37, 20), (260, 257)], hq=2, hk=2, group=True, seed=3),
           "bf16 mask1 a32 group")
+
+
+def test_xcd_map_remapped_causal_launch(kset):
+    """build(xcd_map=True): aiter's causal grid, ceil(3 tiles / 2) x 8 heads = 16 workgroups, each
+    computing the item fa_grid.xcd_item gives (not the identity here); key tiles past the queries are
+    empty (dK = dV = 0). Every item computed once: outputs start as NaN, a repeated item doubles dQ."""
+    import numpy as np
+    from fa_grid import xcd_item
+    z, y, x = np.indices((1, 8, 2)).reshape(3, -1)
+    tx, ty, _ = xcd_item((2, 8, 1), x, y, z)
+    assert (tx != x).any() and (ty != y).any()
+    kern = fa_bwd.build("bf16", 1, False, False, xcd_map=True)
+    check(run(kset, "bf16", 1, False, [(150, 520)], hq=8, hk=2, group=False, seed=11, main=kern),
+          "bf16 mask1 a16 xcd_map")
+    # which item one workgroup computes: the dq/dk/dv launch alone, workgroup (1, 0) only; its dV rows
+    # (P and dO only: D, which the pre kernel did not write, is not needed) are the only ones written
+    g = torch.Generator().manual_seed(5)
+    q, do, o = (torch.randn(1, 150, 8, 128, generator=g).to(torch.bfloat16) for _ in range(3))
+    k, v = (torch.randn(1, 520, 2, 128, generator=g).to(torch.bfloat16) for _ in range(2))
+    lse = torch.randn(1, 8, 150, generator=g).abs() + 5
+    res = AL.run_bwd_call(kset, q, k, v, o, do, lse, mask_type=1, atomic32=0, main=kern, stages=("dqdkdv",),
+                          workgroups=[(1, 0, 0)])
+    written = ~torch.isnan(res["dv_heads"][0].float()).all(-1)                   # [key, head]
+    item_x, item_y, _ = (int(t[0]) for t in xcd_item((2, 8, 1), [1], [0], [0]))
+    want = torch.zeros(520, 8, dtype=torch.bool)
+    for tile in (item_x, 2 - item_x):                                            # aiter's pair: x, n-1-x
+        want[256 * tile:256 * tile + 256, item_y] = True
+    assert (item_x, item_y) != (1, 0) and torch.equal(written, want)
+
+
+def test_slot0_nothing_under_the_mfmas(kset):
+    """build(slot=0): the softmax, dS, DMAs and atomics between the MFMAs, not under them (the sweep's
+    baseline for what the interleave gains): the same results."""
+    kern = fa_bwd.build("bf16", 0, True, False, slot=0)
+    check(run(kset, "bf16", 0, True, [(100, 300)], hq=2, hk=1, group=False, seed=12, main=kern), "bf16 mask0 a32 slot0")
 
 
 KEYS = [(d, m, a, g) for d in ("bf16", "fp16") for m in (0, 1, 2) for a in (True, False) for g in (False, True)]

@@ -28,6 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
 import fa_fwd  # noqa: E402
+import fa_grid  # noqa: E402
 
 TOL = {torch.bfloat16: 1e-2, torch.float16: 2.5e-3}
 
@@ -159,7 +160,7 @@ def test_xcd_map_gives_each_xcd_whole_heads():
     # items are whole heads, and every item is computed once
     for X, H in ((32, 64), (16, 64), (3, 8), (5, 3)):
         z, y, x = np.indices((2, H, X)).reshape(3, -1)
-        tx, ty, tz = fa_fwd.xcd_item((X, H, 2), x, y, z)
+        tx, ty, tz = fa_grid.xcd_item((X, H, 2), x, y, z)
         assert len(set(zip(tx, ty, tz))) == len(x) and tx.max() < X and ty.max() < H
         if X * H % 8 == 0:
             xcd = (x + X * y) % 8
