@@ -161,12 +161,13 @@ def row_launch(kind: str, row: dict, idx: dict) -> dict:
         tm, tn, kb = int(man["tileM"]), int(man["tileN"]), int(man.get("subK") or 64)
         launch = bf16gemm_launch
         dram = 2 * (M * K + N * K) + M * N * 4
-    grid, block, _, _ = launch(M, N, K, split, tm, tn)
+    grid, block, full_bufs, full_ka = launch(M, N, K, split, tm, tn)
     kt, scale = split_k_trace(K // kb, split, ceil_rule="blockscale" in name)
     # one row of at most 3 output tiles is recorded (first, interior, last: the sampled ones)
     tgrid, _, bufs, ka = launch(min(M, tm), min(N, 3 * tn), kt * kb, split, tm, tn)
     return dict(co=path.read_bytes(), kernel=name, grid=grid, block=block, trace_grid=tgrid, kernarg=ka, buffers=bufs,
-                loop_scale=scale, dram_bytes=dram, flops=2.0 * M * N * K, group=f"K{K}")
+                loop_scale=scale, dram_bytes=dram, flops=2.0 * M * N * K, group=f"K{K}",
+                probe={"kernarg": full_ka, "buffers": full_bufs})
 
 
 def split_k_trace(steps: int, split: int, ceil_rule: bool) -> tuple[int, float]:
@@ -219,9 +220,12 @@ def _fmha_row(row: dict, idx: dict) -> dict:
     dram = esz * b * (sq * hq * d + sk * hk * (d + dv)) + 2 * b * sq * hq * dv + 4 * b * hq * sq
     # aiter's launch width (csrc/cpp_itfs/mha_fwd.cu, fmha_fwd_v3: bdx): 256 threads for hdim 192/128, else 512
     block = 256 if (d, dv) == (192, 128) else 512
+    def full_ka(a):
+        return fmha_pack(set_dir, batch=b, nhead_q=hq, nhead_k=hk, seqlen_q=sq, seqlen_k=sk, **common, **a)["kernarg"]
     return dict(co=path.read_bytes(), kernel=full["knl_name"], grid=tuple(full["grid"]), block=block,
                 trace_grid=tuple(small["grid"]), kernarg=ka, buffers=bufs, loop_scale=scale, dram_bytes=dram,
-                flops=flops, group=f"s{sq}")
+                flops=flops, group=f"s{sq}",
+                probe={"kernarg": full_ka, "buffers": _fmha_probe_buffers(dtype, group, b, hq, hk, sq, sk, d, dv)})
 
 
 def _fmha_buffers(dtype: str, group: int, sq: int, sk: int, d: int, dv: int) -> dict:
@@ -241,6 +245,22 @@ def _fmha_buffers(dtype: str, group: int, sq: int, sk: int, d: int, dv: int) -> 
     if group:
         bufs["seqstart_q"] = np.array([0, sq], np.int32)
         bufs["seqstart_k"] = np.array([0, sk], np.int32)
+    return bufs
+
+
+def _fmha_probe_buffers(dtype: str, group: int, b: int, hq: int, hk: int, sq: int, sk: int, d: int, dv: int) -> dict:
+    """The real launch's buffers for perf.footprint: byte counts (address space only) for the tensors,
+    arrays for what the kernel's addresses may depend on (descales, sequence starts)."""
+    import numpy as np
+    esz = 1 if dtype.startswith("fp8") else 2
+    bufs: dict = {"q": b * sq * hq * d * esz, "k": b * sk * hk * d * esz, "v": b * sk * hk * dv * esz,
+                  "o": b * sq * hq * dv * 2, "lse": b * hq * sq * 4}
+    if dtype.startswith("fp8"):
+        for n in ("q_descale", "k_descale", "v_descale"):
+            bufs[n] = np.ones(1, np.float32)
+    if group:
+        bufs["seqstart_q"] = np.arange(b + 1, dtype=np.int32) * sq
+        bufs["seqstart_k"] = np.arange(b + 1, dtype=np.int32) * sk
     return bufs
 
 

@@ -170,6 +170,10 @@ def row_launch(row: dict, idx: dict | None = None) -> dict:
         scale = Skv / S0kv
     flops = 4.0 * B * H * S * Skv * D * (0.5 if causal else 1.0)
     dram = 2 * B * (2 * S * H * D + 2 * Skv * Hkv * D)
+    def full_ka(a):
+        return pack(co, a, B, S, H, Hkv, D, Skv)
+    probe = {"kernarg": full_ka, "buffers": {"q": B * S * H * D * 2, "k": B * Skv * Hkv * D * 2,
+                                             "v": B * Skv * Hkv * D * 2, "o": B * S * H * D * 2}}
     return dict(co=co, kernel=KERNEL, grid=g, block=BLOCK, trace_grid=tg, kernarg=ka, buffers=bufs,
                 loop_scale=scale, dram_bytes=dram, flops=flops, group=f"s{S}", tile_axis=1,
-                wg_map=xcd_wg_map if has_xcd_mapping(co) else None)
+                wg_map=xcd_wg_map if has_xcd_mapping(co) else None, probe=probe)

@@ -49,7 +49,7 @@ import measured as MR  # noqa: E402
 from flyasm.perf import calibrate as C  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.perf.capture import CACHE, capture  # noqa: E402
-from flyasm.perf.model import sample_plan, simulate_grid  # noqa: E402
+from flyasm.perf.model import footprint_of, sample_plan, simulate_grid  # noqa: E402
 
 ROWS_CACHE = CACHE.parent / "perf_rows.json"
 # the model's code is part of a cached row's key: a change to the CU model or the sampling re-simulates
@@ -74,8 +74,11 @@ def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
         return tuple(cache[key])
     samples, wgs = sample_plan(tg, axis, wg_map)
     tr = capture(L["co"], tg, L["block"], L["kernarg"], L["buffers"], workgroups=wgs, kernel=L["kernel"])
-    run = simulate_grid(L["co"], L["kernel"], tr, samples, tg, tuple(L["grid"]) + (1,) * (3 - len(L["grid"])),
-                        L["block"], L["loop_scale"], p, tile_axis=axis, wg_map=wg_map)
+    g = tuple(L["grid"]) + (1,) * (3 - len(L["grid"]))
+    fp = footprint_of(L["co"], tr, g, L["block"], L.get("probe") or (
+        {"kernarg": L["kernarg"], "buffers": L["buffers"]} if tg == g else None))
+    run = simulate_grid(L["co"], L["kernel"], tr, samples, tg, g, L["block"], L["loop_scale"], p, tile_axis=axis,
+                        wg_map=wg_map, footprint=fp)
     cache[key] = (run.cycles, run.active)
     return run.cycles, run.active
 
@@ -182,6 +185,10 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="simulate with this constant of perf.params changed (e.g. a scan of a simulated, "
                          "fitted constant such as l2_atomic_dwords_per_clk; the run says so)")
+    ap.add_argument("--fit-placement", metavar="R,R,...:J,J,...",
+                    help="also fit the constants that act before the simulation (params.FITTED_SIMULATED: "
+                         "refetch_latency values : wg_jitter values): every pair re-simulates the rows, "
+                         "the one with the least mean squared log error over rows plus over within-run ratios wins")
     ap.add_argument("--limit", type=int, default=0, help="first N rows of each table only (smoke runs)")
     ap.add_argument("--limit-table", action="append", default=[], metavar="STEM=N",
                     help="first N rows of the table with this file stem only (the run says so)")
@@ -213,6 +220,10 @@ def main(argv=None) -> int:
         print(f"note: simulated with {name} = {getattr(base, name)} (--set)")
     if a.set and a.write_params:
         ap.error("--write-params stores the fit of params.json's constants; it does not store --set values")
+    if a.fit_placement:
+        if a.no_fit:
+            ap.error("--fit-placement fits; --no-fit fits nothing")
+        base = fit_placement(entries, idx, base, a)
     rows, meta, failed = simulate_all(entries, idx, base, a.keep_going)
     if failed and not a.keep_going:
         return 1
@@ -231,6 +242,41 @@ def main(argv=None) -> int:
             print(f"  {f}", file=sys.stderr)
         return 1
     return 0
+
+
+def fit_placement(entries, idx, base: P.Params, a) -> P.Params:
+    """The FITTED_SIMULATED pair (refetch_latency, wg_jitter) of the grid a.fit_placement names
+    that, with the post-simulation constants fitted for it, scores best: mean squared log error of
+    the rows plus that of the within-run speed ratios (the signal a run's shared part cannot move)."""
+    fs, js = a.fit_placement.split(":")
+    best = None
+    print("\n== placement constants (re-simulated per pair; post-simulation constants fitted per pair)")
+    for f in map(float, fs.split(",")):
+        for j in map(float, js.split(",")):
+            cand = base.with_(refetch_latency=int(f), wg_jitter=j)
+            rows, meta, failed = simulate_all(entries, idx, cand, a.keep_going)
+            if failed and not a.keep_going:
+                raise SystemExit(1)
+            fitted = C.fit(rows, cand)
+            pred = C.predict_us(rows, fitted)
+            row_loss = float(np.mean(np.log(pred / np.array([r.measured_us for r in rows])) ** 2))
+            errs = [e for e in ratio_errors(rows, pred, meta)]
+            ratio_loss = float(np.mean(np.log1p(np.array(errs)) ** 2)) if errs else 0.0
+            print(f"  refetch_latency {f:6.0f}  wg_jitter {j:5.3f}:  rows {row_loss:.5f}  ratios {ratio_loss:.5f}"
+                  f"  ratio errors {' '.join(f'{e:+.1%}' for e in errs)}", flush=True)
+            if best is None or row_loss + ratio_loss < best[0]:
+                best = (row_loss + ratio_loss, fitted)
+    print("chosen: " + ", ".join(f"{n} = {getattr(best[1], n):.4g}" for n in P.FITTED_SIMULATED))
+    return best[1]
+
+
+def ratio_errors(rows, pred, meta) -> list[float]:
+    """predicted / measured - 1 of each run pair's speed ratio (run_pairs)."""
+    out = []
+    for i, j in run_pairs(meta):
+        meas = (meta[i]["flops"] / rows[i].measured_us) / (meta[j]["flops"] / rows[j].measured_us)
+        out.append((meta[i]["flops"] / pred[i]) / (meta[j]["flops"] / pred[j]) / meas - 1)
+    return out
 
 
 def fit_reports(rows, meta, base, a) -> None:
@@ -262,7 +308,7 @@ def fit_reports(rows, meta, base, a) -> None:
                [rows[i] for i in att], cv, [meta[i] for i in att])
     ratio_table("training fit", rows, train, meta)
     if a.write_params:
-        P.STORE.write_text(json.dumps({"params": {n: getattr(fitted, n) for n in P.FITTED},
+        P.STORE.write_text(json.dumps({"params": {n: getattr(fitted, n) for n in P.FITTED + P.FITTED_SIMULATED},
                                        "fitted_on": [_relative(t) for t in a.tables], "rows": len(rows),
                                        "limits": a.limit_table}, indent=1) + "\n")
         print(f"wrote {P.STORE}")

@@ -9,10 +9,16 @@ from flyasm.emu import load_program
 from flyasm.perf import params as P
 from flyasm.perf.capture import capture
 from flyasm.perf.cu import Static, simulate
-from flyasm.perf.model import dispatch
+from flyasm.perf.placement import dispatch as xcd_dispatch
 from flyasm.perf.trace import scale_loops
 
-PARAMS = P.Params()
+PARAMS = P.Params().with_(wg_jitter=0.0)     # durations as simulated: no drawn spread in the timeline
+
+
+def dispatch(durations, slots):
+    """Makespan of workgroups (dispatch order) over PARAMS' XCDs with `slots` slots in all."""
+    d = np.asarray(durations, float)
+    return int(np.ceil((xcd_dispatch(d, PARAMS.n_xcd, slots // PARAMS.n_xcd) + d).max()))
 
 
 def _run(k: Kernel, block: int, simds=None, kernarg=b""):
@@ -196,14 +202,6 @@ def test_barrier_holds_the_early_wave():
     assert 40 * 4 - 16 <= with_bar[bar + 1]["barrier"] <= 40 * 4 + 16
 
 
-def test_dispatch_rounds_and_tail():
-    d = np.full(1000, 10)
-    assert dispatch(d, 256) == 10 * 4                # ceil(1000 / 256) = 4 rounds
-    d = np.r_[np.full(256, 10), [50]]
-    assert dispatch(d, 256) == 60                    # the 257th waits for a free slot: a tail round
-    assert dispatch(np.array([7, 3]), 256) == 7
-
-
 def _loop_kernel():
     k = Kernel("loop", block=64)
     n = k.arg("n", "u32")
@@ -357,7 +355,7 @@ def test_wg_map_puts_each_items_duration_where_its_workgroup_is_dispatched():
     """A kernel that runs workgroup x as item (x + n/2) % n, item i doing 1 + i MFMAs: the samples
     are items (recorded at the workgroups that run them), and the dispatch sees the items in the
     workgroups' order, longest half first: the makespan of those durations in that order."""
-    from flyasm.perf.model import PerfError, dispatch, predict, sample_plan
+    from flyasm.perf.model import PerfError, predict, sample_plan
     n, shift = 600, 300
 
     def wg_map(g, x, y, z):

@@ -284,6 +284,8 @@ class Machine:
             self.busyR[np.ix_(waves, rregs)] += 1
         if sregs.size:
             self.busyS[np.ix_(waves, sregs)] += 1
+        if not self.check_inflight:
+            lds = None                  # in-flight LDS-DMA bytes are tracked only to report reads of them
         if lds is not None:
             np.add.at(self.lds_busy, lds[1], 1)
             self.n_lds_busy += 1

@@ -31,6 +31,7 @@ class Trace:
     waves: list = field(default_factory=list)
     touched_lines: int = 0
     key: str = ""               # content key (the cache file name)
+    buffers: list = field(default_factory=list)   # per allocation of the run (a wave's 'buf'): buffer name or None
 
 
 def _dims(x):
@@ -44,6 +45,7 @@ def _fill(nbytes: int, rng) -> np.ndarray:
 
 
 HOST_BASE = 0x7F00_0000_0000     # host addresses the kernarg bytes are packed with (launch rebases them)
+VERSION = 2                      # of what a Trace records (2: the buffer of each VMEM access)
 
 
 def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgroups=None, kernel: str | None = None,
@@ -69,7 +71,7 @@ def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgr
     if not isinstance(ka, (bytes, bytearray)):
         raise FlyasmError("kernarg must be bytes (or a callable returning bytes)")
     co_hash = hashlib.sha256(co).hexdigest()
-    key = hashlib.sha256(repr((co_hash, prog.name, g, b, bytes(ka).hex(), sorted((k, v if isinstance(v, int) else hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
+    key = hashlib.sha256(repr((VERSION, co_hash, prog.name, g, b, bytes(ka).hex(), sorted((k, v if isinstance(v, int) else hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
                                       for k, v in (buffers or {}).items()),
                                wgs, lds, VERSION)).encode()).hexdigest()[:32]
     path = CACHE / f"{key}.pkl"
@@ -78,10 +80,12 @@ def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgr
         tr.key = key
         return tr
     rec = Recorder()
-    launch(co, g, b, kernarg=bytes(ka), buffers={addrs[n]: data[n] for n in data} or None, kernel=prog.name,
+    res = launch(co, g, b, kernarg=bytes(ka), buffers={addrs[n]: data[n] for n in data} or None, kernel=prog.name,
            lds=lds, recorder=rec, workgroups=wgs, hazards=None, races=False,
            check_inflight="land")     # foreign code may read a load's target on timing, not a counter wait
-    tr = Trace(co_hash, prog.name, g, b, wgs, touched_lines=len(rec.touched), key=key)
+    host_name = {f"buffer 0x{a:x}": n for n, a in addrs.items()}      # run.rebase_pointers' allocation names
+    tr = Trace(co_hash, prog.name, g, b, wgs, touched_lines=len(rec.touched), key=key,
+               buffers=[host_name.get(name) for _, _, name in res.machine.mem.allocs])
     wpg = -(-(b[0] * b[1] * b[2]) // 64)
     for s in rec.streams():
         s["wg"] = s["wave"] // wpg

@@ -25,8 +25,9 @@ is re-queued (lazy list scheduling). Facts and assumptions (every number is in p
 * LDS: an access holds the LDS pipe for its bank-conflict cycles from the lane addresses
   (trace.lds_cycles) and completes lds_latency cycles later.
 * VMEM (and LDS-DMA): an access holds the CU's memory port for its 128-byte lines x 128 / bytes per
-  cycle of the CU's share of the device (params), completes vmem_latency later; vmcnt returns in
-  order. SMEM completes smem_latency after issue (lgkmcnt(0) covers it).
+  cycle of the CU's share of the device (params), completes its latency later (the stream's 'lat'
+  per access when the model placed it in the memory hierarchy, perf.placement; else vmem_latency);
+  vmcnt returns in order. SMEM completes smem_latency after issue (lgkmcnt(0) covers it).
 * Atomics (buffer/global_atomic_*: read-modify-writes bypass the L1 and are performed at the L2, ROCm
   Compute Profiler's vL1D "L1-L2 Atomics" and LLVM AMDGPUUsage): after the port, a CU's atomics queue
   for its share of the L2s' atomic rate (params.l2_atomic_dwords_per_clk over the CUs the launch keeps
@@ -124,6 +125,7 @@ class Wave:
     pc: object            # instruction indices (numpy int32)
     cost: object          # DS cycles / VMEM bytes per executed instruction
     lines: object
+    lat: object = None    # VMEM latency per executed instruction (cycles), or None: vmem_latency
     start: int = 0
     i: int = 0
     t_next: int = 0
@@ -156,7 +158,7 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
     for g, wg in enumerate(workgroups):
         ids = []
         for k, s in enumerate(wg):
-            w = Wave(len(waves), g, simd_of[g][k], s["pc"], s["cost"], s["lines"])
+            w = Wave(len(waves), g, simd_of[g][k], s["pc"], s["cost"], s["lines"], s.get("lat"))
             w.start = w.t_next = (starts[g] if starts else 0)
             ids.append(w.wid)
             waves.append(w)
@@ -275,12 +277,13 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
         elif k == "vmem":
             nbytes = int(w.lines[w.i]) * 128
             vm_free = max(vm_free, t) + nbytes * vm_cyc_per_byte
-            done = int(vm_free) + p.vmem_latency
+            lat = p.vmem_latency if w.lat is None else int(w.lat[w.i])
+            done = int(vm_free) + lat
             by_atomics = False
             if AT[i]:                    # the L2 performs it: the CU's share of the atomic units' rate
                 at_free = max(at_free, vm_free) + int(w.cost[w.i]) / 4 * at_cyc_per_dword
-                if int(at_free) + p.vmem_latency > done:
-                    done, by_atomics = int(at_free) + p.vmem_latency, True
+                if int(at_free) + lat > done:
+                    done, by_atomics = int(at_free) + lat, True
             if w.vm and w.vm[-1] > done:
                 done, by_atomics = w.vm[-1], w.vm_at[-1]
             w.vm.append(done)

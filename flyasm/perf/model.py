@@ -23,14 +23,23 @@ pipe cycles of all the workgroup's waves: the SIMDs' pipes are shared by the wav
 (ping-pong puts two on one SIMD), so the workgroup's work, not one wave's, is what its time follows.
 f between 1 and 2 is interpolated on the same line (a run at f itself would round the same way).
 Samples whose streams are identical are simulated once.
-Dispatch: the grid's workgroups go in order (x fastest) to the earliest-free of n_cu x resident
-slots; the makespan is the last end (rounds and the tail round fall out of this). The kernel time
-is max(makespan / clock, compulsory DRAM bytes / HBM bandwidth) + launch overhead.
+Dispatch (perf.placement): workgroup i goes to XCD i mod 8 (x fastest), each XCD gives its next
+workgroup its earliest-free slot; the makespan is the last end (rounds and the tail round fall out of
+this). Durations carry a drawn spread (wg_jitter): real workgroups of equal work do not finish
+together, and the spread is what desynchronises the readers of shared data.
+Memory hierarchy (when the real launch can be probed, perf.footprint): which stream each workgroup
+reads per buffer comes from running the kernel's own address computation over the whole grid; a
+stream more than one workgroup reads is shared, the rest is private. Shared reads are placed by LRU
+stack distance over the timeline (perf.placement: L2 per XCD, MALL device-wide). A read HBM serves
+again, because the MALL evicted what an earlier workgroup fetched, costs refetch_latency more; every
+other read (an L2 or MALL hit, a first read, private data) keeps vmem_latency. A workgroup's duration
+mixes its CU runs with and without that latency by the fraction of its main-loop steps that wait on
+a re-fetch.
+The kernel time is max(makespan / clock, compulsory DRAM bytes / HBM bandwidth) + launch overhead.
 """
 from __future__ import annotations
 
 import hashlib
-import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -38,6 +47,7 @@ import numpy as np
 
 from ..errors import FlyasmError
 from . import params as P
+from . import placement
 from .capture import capture
 from .cu import Static, simulate
 
@@ -63,6 +73,7 @@ class Prediction:
     stalls: list = field(default_factory=list)        # rows: (index, pc, text, loc, issued, causes)
     program: object = None
     active: float = 1.0                               # mean fraction of CU slots busy (sets the clock)
+    levels: object = None                             # shared bytes served by L2, MALL, HBM again, HBM first
 
 
 def occupancy_of(co: bytes, kernel: str | None, threads: int) -> int:
@@ -104,25 +115,10 @@ def sample_plan(grid, tile_axis: int = 0, wg_map=None) -> tuple[list, list]:
     return items, [where[it] for it in items]
 
 
-def dispatch(durations: np.ndarray, slots: int) -> int:
-    """Makespan of workgroups (in dispatch order) on `slots` identical slots, earliest-free first."""
-    n = len(durations)
-    if n <= slots:
-        return int(durations.max())
-    free = [0] * slots
-    heapq.heapify(free)
-    end = 0
-    for d in durations.tolist():
-        t = heapq.heappop(free) + d
-        end = max(end, t)
-        heapq.heappush(free, t)
-    return int(end)
-
-
 def predict(co: bytes, grid, block, kernarg, buffers: dict | None = None, *, kernel: str | None = None,
             lds: int | None = None, flops: float | None = None, dram_bytes: float | None = None,
             trace_grid=None, loop_scale: float = 1.0, params: P.Params | None = None, locs=None,
-            tile_axis: int = 0, wg_map=None) -> Prediction:
+            tile_axis: int = 0, wg_map=None, probe: dict | None = None) -> Prediction:
     """Predicted time of one launch with grid `grid`. The streams are recorded on a launch described by
     `trace_grid` (default: grid), `kernarg` and `buffers`, which may be a smaller problem of the same
     kernel: fewer heads/batches (y, z), fewer tiles along x (samples map by relative x position) and a
@@ -132,6 +128,10 @@ def predict(co: bytes, grid, block, kernarg, buffers: dict | None = None, *, ker
     tile_axis: the grid axis along which work varies (durations are interpolated along it);
     wg_map(grid, x, y, z) -> (x', y', z'): the work item each workgroup runs (arrays in, arrays out,
     a bijection on the grid), when the kernel does not run workgroup (x, y, z) as item (x, y, z).
+    probe: {"kernarg", "buffers"} of the real launch (kernarg bytes or a callable of {name: address};
+    buffers {name: byte count}), for perf.footprint to find the streams every workgroup of `grid`
+    reads; default: kernarg and buffers when trace_grid is the grid. Without it the reads are not
+    placed in the memory hierarchy (every VMEM access at vmem_latency).
     dram_bytes: compulsory traffic (default: the buffers' sizes x grid / trace_grid). flops: for TFLOPS."""
     p = params or P.load()
     g = _dims3(grid)
@@ -142,8 +142,28 @@ def predict(co: bytes, grid, block, kernarg, buffers: dict | None = None, *, ker
     if dram_bytes is None:
         scale = (g[0] * g[1] * g[2]) / (tg[0] * tg[1] * tg[2])
         dram_bytes = sum(v if isinstance(v, int) else v.nbytes for v in (buffers or {}).values()) * scale
-    run = simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs, tile_axis, wg_map)
+    if probe is None and tg == g:
+        probe = {"kernarg": kernarg, "buffers": buffers or {}}
+    fp = footprint_of(co, tr, g, block, probe)
+    run = simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs, tile_axis, wg_map, fp)
     return finish(run, dram_bytes, p, flops)
+
+
+def footprint_of(co: bytes, tr, grid, block, probe: dict | None):
+    """perf.footprint.probe of the real launch, each wave running as far as the recorded waves' first
+    access to every buffer they load from; None without a probe launch or a trace that names buffers."""
+    from .footprint import probe as run_probe
+    if probe is None or not probe.get("buffers") or not any(getattr(tr, "buffers", None) or []):
+        return None                          # no launch to probe, or no buffers to place
+    quota = 1
+    for w in tr.waves:
+        buf = w.get("buf")
+        if buf is None:
+            return None
+        vm = np.flatnonzero(buf >= 0)
+        first = np.unique(buf[vm], return_index=True)[1]
+        quota = max(quota, int(first.max()) + 1 if len(first) else 1)
+    return run_probe(co, tr.kernel, grid, block, probe["kernarg"], probe.get("buffers") or {}, quota)
 
 
 def _dims3(x) -> tuple:
@@ -162,15 +182,22 @@ class GridRun:
     stalls: list
     program: object
     active: float = 1.0         # mean fraction of the device's workgroup slots busy over the makespan
+    levels: object = None       # shared bytes served by L2, MALL, HBM again, HBM first (placement)
 
 
 _SIM_CACHE: dict = {}
 _RUN_CACHE: dict = {}
 
 
+_DEBUG = bool(__import__("os").environ.get("FLYASM_PLACEMENT_DEBUG"))
+
+
 def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=None, tile_axis: int = 0,
-                  wg_map=None) -> GridRun:
-    """`samples` are work items of the trace grid `tg` (sample_plan), in the order `tr` recorded them."""
+                  wg_map=None, footprint=None) -> GridRun:
+    """`samples` are work items of the trace grid `tg` (sample_plan), in the order `tr` recorded them.
+    `footprint` (perf.footprint.probe of the real launch): the streams each workgroup reads; with it
+    the reads are placed in the memory hierarchy (perf.placement), without it every VMEM access
+    takes vmem_latency."""
     from ..emu import load_program
     from .trace import scale_loops, stream_work
     prog = load_program(co, kernel)
@@ -189,16 +216,25 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
     pc = p.with_(cu_bytes_per_clk=min(p.cu_bytes_per_clk, p.l2_hit_bytes_per_clk / active_cu),
                  cu_atomic_dwords_per_clk=p.l2_atomic_dwords_per_clk / active_cu if any(static.atomic) else None)
     ax = tile_axis
-    key = (tr.key or id(tr), tuple(samples), loop_scale if not callable(loop_scale) else
-           tuple(loop_scale(wg[ax] / max(tg[ax] - 1, 1)) for wg in samples), resident, pc)
-    hit = _SIM_CACHE.get(key)
-    if hit is None:
-        work = np.asarray(static.passes, float)     # loops scale so that the MFMA work grows by the factor
-        wpg = -(-threads // 64)
-        by_wg: dict[int, list] = {}
-        for s in tr.waves:
-            by_wg.setdefault(s["wg"], []).append(s)
-        durs, main, seen = {}, None, {}
+    work = np.asarray(static.passes, float)     # loops scale so that the MFMA work grows by the factor
+    wpg = -(-threads // 64)
+    by_wg: dict[int, list] = {}
+    for s in tr.waves:
+        by_wg.setdefault(s["wg"], []).append(s)
+    names = list(getattr(tr, "buffers", []) or [])
+    loads = _load_buffers(prog, tr.waves, names)
+    shared = _shared_buffers(footprint, loads)
+
+    def sample_runs(lat=None):
+        """{sample: (cycles, {buffer: bytes read})} with the shared streams' reads at lat[0] cycles and
+        the private ones' at lat[1]; None: every read at vmem_latency."""
+        lats = None if lat is None else tuple((b, lat[0] if b in shared else lat[1]) for b in sorted(loads))
+        key = (tr.key or id(tr), tuple(samples), loop_scale if not callable(loop_scale) else
+               tuple(loop_scale(wg[ax] / max(tg[ax] - 1, 1)) for wg in samples), resident, pc, lats)
+        hit = _SIM_CACHE.get(key)
+        if hit is not None:
+            return hit
+        out, main, seen = {}, None, {}
         for si, wg in enumerate(samples):
             rel = wg[ax] / max(tg[ax] - 1, 1)
             f = loop_scale(rel) if callable(loop_scale) else loop_scale
@@ -207,53 +243,189 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
                 raise PerfError(f"the trace has no waves for sampled workgroup {wg}")
             ident = (hashlib.sha1(b"".join(w["pc"].tobytes() + w["cost"].tobytes() for w in raw)).hexdigest(), f)
             if ident in seen:                      # the same stream as an earlier sample: same duration
-                durs[wg] = seen[ident]
+                out[wg] = seen[ident]
                 continue
 
             def run_at(fs, raw=raw, stream=ident[0]):
-                # one CU run per (stream, scale, residency, constants): shapes that differ only in
-                # their loop scale share the x1 and x2 runs of the steady-state extrapolation
-                rk = (tr.key or id(tr), stream, fs, resident, pc)
+                # one CU run per (stream, scale, residency, constants, latencies): shapes that differ
+                # only in their loop scale share the x1 and x2 runs of the steady-state extrapolation
+                rk = (tr.key or id(tr), stream, fs, resident, pc, lats)
                 if rk not in _RUN_CACHE:
-                    ws = [scale_loops(w, fs, work) for w in raw]
+                    ws = [_with_latency(scale_loops(w, fs, work), names, lats, p.vmem_latency) for w in raw]
                     simd_of = [[(g_ * wpg + kk) % 4 for kk in range(len(ws))] for g_ in range(resident)]
                     r = simulate(prog, static, [ws] * resident, simd_of, pc,
                                  starts=[g_ * p.wg_stagger for g_ in range(resident)])
                     _RUN_CACHE[rk] = (float(np.mean([e - s for e, s in zip(r.wg_end, r.wg_start)])),
-                                      sum(stream_work(w, work) for w in ws), r)
+                                      sum(stream_work(w, work) for w in ws), r, _bytes_by_buffer(ws, names))
                 return _RUN_CACHE[rk]
-            d, w1, r = run_at(1.0)
+            d, w1, r, nb = run_at(1.0)
             if f > 1.0:     # steady state: the loop's cost per unit of work from x1 and x2, linear in work
-                d2, w2, r = run_at(2.0)
+                d2, w2, r, nb2 = run_at(2.0)
                 # no MFMA work added (no loop, or a loop without MFMAs, scaled by iterations): per unit of scale
-                d += (f - 1.0) * (d2 - d) * (w1 / (w2 - w1) if w2 > w1 else 1.0)
-            durs[wg] = seen[ident] = d
+                k = (f - 1.0) * (w1 / (w2 - w1) if w2 > w1 else 1.0)
+                d += k * (d2 - d)
+                nb = {b: v + k * (nb2.get(b, 0.0) - v) for b, v in nb.items()}
+            out[wg] = seen[ident] = (d, nb)
             if main is None or d >= main[0]:
                 main = (d, r)
-        hit = _SIM_CACHE[key] = (durs, main[1])
-    durs, r = hit
-    others = [a for a in range(3) if a != ax]
-    line = sorted((wg[ax] / max(tg[ax] - 1, 1), d) for wg, d in durs.items() if all(wg[a] == 0 for a in others))
-    dt = np.interp(np.arange(g[ax]) / max(g[ax] - 1, 1), [x for x, _ in line], [d for _, d in line])
-    d = np.broadcast_to(dt.reshape([-1 if 2 - a == ax else 1 for a in range(3)]), g[::-1]).copy()  # [z, y, x]
-    first = durs[(0, 0, 0)]
-    for a in others:
-        if tg[a] > 1:
-            last = tuple(tg[a] - 1 if b == a else 0 for b in range(3))
-            d[tuple(-1 if 2 - b == a else slice(None) for b in range(3))] += durs[last] - first
-    if wg_map is not None:           # the item each workgroup runs, in dispatch order (x fastest)
-        z, y, x = np.indices(g[::-1]).reshape(3, -1)
-        lx, ly, lz = wg_map(g, x, y, z)
-        d = d[lz, ly, lx]
-    d = np.maximum(d.reshape(-1), 1).astype(np.int64)
-    cycles = dispatch(d, p.n_cu * resident)
+        hit = _SIM_CACHE[key] = (out, main[1])
+        return hit
+
+    def on_grid(values: dict) -> np.ndarray:
+        """A per-sample value spread over the real grid, in dispatch order (x fastest): linear along
+        the tile axis between the samples, the last of each other axis differing by its own sample."""
+        others = [a for a in range(3) if a != ax]
+        line = sorted((wg[ax] / max(tg[ax] - 1, 1), v) for wg, v in values.items() if all(wg[a] == 0 for a in others))
+        dt = np.interp(np.arange(g[ax]) / max(g[ax] - 1, 1), [x for x, _ in line], [v for _, v in line])
+        d = np.broadcast_to(dt.reshape([-1 if 2 - a == ax else 1 for a in range(3)]), g[::-1]).copy()  # [z, y, x]
+        first = values[(0, 0, 0)]
+        for a in others:
+            if tg[a] > 1:
+                last = tuple(tg[a] - 1 if b == a else 0 for b in range(3))
+                d[tuple(-1 if 2 - b == a else slice(None) for b in range(3))] += values[last] - first
+        if wg_map is not None:           # the item each workgroup runs, in dispatch order (x fastest)
+            z, y, x = np.indices(g[::-1]).reshape(3, -1)
+            lx, ly, lz = wg_map(g, x, y, z)
+            d = d[lz, ly, lx]
+        return d.reshape(-1)
+
+    slots = p.n_cu // p.n_xcd * resident
+    # the spread of real durations desynchronises the readers of shared data; it shapes the timeline
+    # the placement sees (the makespan's own tail is inside the fitted clock and launch constants)
+    jitter = 1.0 + p.wg_jitter * np.random.default_rng(0).standard_normal(n_wg)
+    if footprint is None:
+        runs, r = sample_runs(None)
+        d = np.maximum(on_grid({wg: v[0] for wg, v in runs.items()}), 1.0)
+        fractions = None
+    else:
+        # two CU runs per sample: the shared streams' reads at vmem_latency, and at vmem_latency +
+        # refetch_latency (data HBM serves again after the MALL evicted it); a workgroup mixes them
+        # by the fraction of its main-loop steps that wait on such a re-fetch
+        runs, r = sample_runs((p.vmem_latency, p.vmem_latency))
+        slow = sample_runs((p.vmem_latency + p.refetch_latency, p.vmem_latency))[0]
+        fast = np.maximum(on_grid({wg: v[0] for wg, v in runs.items()}), 1.0)
+        refetch = np.maximum(on_grid({wg: v[0] for wg, v in slow.items()}), 1.0)
+        streams = _streams(footprint, loads, runs, on_grid, by_wg, names)
+        shared_slots = [i for i, b in enumerate(streams.names) if b in shared]
+        d = fast
+        for _ in range(2):          # the timeline sets the levels, the levels the durations
+            start = placement.dispatch(d * jitter, p.n_xcd, slots)
+            lv = placement.levels(streams, start, d * jitter, p.n_xcd, p.l2_bytes, p.mall_bytes)
+            q = _refetch_steps(lv, shared_slots)
+            d = fast + q * (refetch - fast)
+        fractions = np.einsum("wjl,wj->l", lv[:, shared_slots], streams.nbytes[:, shared_slots])
+        fractions = fractions / max(fractions.sum(), 1.0)
+        if _DEBUG:
+            print("placement: shared bytes by level (L2, MALL, HBM again, HBM first)", fractions.round(3),
+                  "steps waiting on a re-fetch", q.mean().round(3))
+    start = placement.dispatch(d, p.n_xcd, slots)
+    cycles = int(np.ceil((start + d).max()))
     active = min(1.0, float(d.sum()) / (p.n_cu * resident * max(cycles, 1)))
+    durs = {wg: v[0] for wg, v in runs.items()}
     simd = {sid: {"mfma": bz["mfma"] / max(r.cycles, 1), "valu": bz["valu"] / max(r.cycles, 1),
                   **{f"idle_{c}": v / max(r.cycles, 1) for c, v in r.idle.get(sid, {}).items()}}
             for sid, bz in r.busy.items()}
     stalls = sorted(((i, prog.insts[i].pc, prog.insts[i].text(), prog.insts[i].loc, row) for i, row in
                      r.stalls.items()), key=lambda t: -sum(v for kk, v in t[4].items() if kk != "issued"))
-    return GridRun(cycles, g, resident, durs, simd, stalls, prog, active)
+    return GridRun(cycles, g, resident, durs, simd, stalls, prog, active, fractions)
+
+
+def _load_buffers(prog, waves, names) -> set:
+    """Names of the buffers the recorded waves load from (a VMEM load into registers or LDS)."""
+    out = set()
+    for w in waves:
+        buf = w.get("buf")
+        if buf is None:
+            continue
+        for i in np.unique(w["pc"][buf >= 0]).tolist():
+            name = prog.insts[i].name
+            if "load" in name:
+                out.update(names[b] for b in np.unique(buf[w["pc"] == i]).tolist() if 0 <= b < len(names) and names[b])
+    return out
+
+
+def _shared_buffers(footprint, loads) -> set:
+    """Load buffers most of whose workgroups read a stream another workgroup reads too."""
+    if footprint is None:
+        return set()
+    out = set()
+    for b in loads:
+        k = footprint.key.get(b)
+        if k is None or not (k >= 0).any():
+            continue
+        _, inv, cnt = np.unique(k[k >= 0], return_inverse=True, return_counts=True)
+        if (cnt[inv] > 1).mean() > 0.5:
+            out.add(b)
+    return out
+
+
+def _with_latency(w: dict, names: list, lats, default: int) -> dict:
+    """The wave stream with 'lat': each VMEM access's latency by the buffer it accesses, from (name,
+    cycles) pairs; None: the stream as is (every access at vmem_latency)."""
+    if lats is None or "buf" not in w:
+        return w
+    table = np.full(len(names) + 1, default, np.int64)
+    for name, cyc in lats:
+        for i, n in enumerate(names):
+            if n == name:
+                table[i] = cyc
+    out = dict(w)
+    out["lat"] = table[w["buf"]]           # buf -1 picks the last entry: the default
+    return out
+
+
+def _bytes_by_buffer(ws, names) -> dict:
+    """Bytes (whole 128-byte lines) the waves read or write per buffer name."""
+    out: dict = {}
+    for w in ws:
+        buf = w.get("buf")
+        if buf is None:
+            continue
+        m = buf >= 0
+        tot = np.bincount(buf[m].astype(np.int64), w["lines"][m] * 128, minlength=len(names))
+        for i, v in enumerate(tot.tolist()):
+            if v and i < len(names) and names[i]:
+                out[names[i]] = out.get(names[i], 0.0) + v
+    return out
+
+
+def _streams(footprint, loads, runs, on_grid, by_wg, names) -> "placement.Streams":
+    """The placement model's input: per workgroup (dispatch order) and load buffer, the stream it reads
+    (footprint keys), how many bytes (the samples' reads spread over the grid) and when (the span of
+    the recorded waves' accesses to it, as fractions of their instruction streams)."""
+    order = sorted(loads)
+    n_wg = int(np.prod(footprint.grid))
+    key = np.full((n_wg, len(order)), -1, np.int64)
+    nbytes = np.zeros((n_wg, len(order)))
+    span = np.zeros((len(order), 2))
+    for j, b in enumerate(order):
+        k = footprint.key.get(b)
+        if k is None:
+            continue
+        _, inv = np.unique(k, return_inverse=True)
+        key[:, j] = np.where(k >= 0, inv.reshape(-1) + j * n_wg, -1)
+        nbytes[:, j] = np.maximum(on_grid({wg: v[1].get(b, 0.0) for wg, v in runs.items()}), 0.0)
+        lo, hi = 1.0, 0.0
+        for raw in by_wg.values():
+            for w in raw:
+                idx = np.flatnonzero(np.isin(w["buf"], [i for i, n in enumerate(names) if n == b]))
+                if len(idx):
+                    lo, hi = min(lo, idx[0] / len(w["pc"])), max(hi, (idx[-1] + 1) / len(w["pc"]))
+        span[j] = (lo, max(hi, lo + 1e-6))
+    st = placement.Streams(key, nbytes, span)
+    st.names = order
+    return st
+
+
+def _refetch_steps(lv: np.ndarray, shared_slots: list) -> np.ndarray:
+    """[w]: the fraction of a workgroup's main-loop steps that wait on an HBM re-fetch: a step reads
+    every shared stream, each independently at its own levels."""
+    none = np.ones(lv.shape[0])
+    for j in shared_slots:
+        f = lv[:, j, :]
+        has = f.sum(1) > 0
+        none[has] *= 1.0 - f[has, placement.HBM]
+    return 1.0 - none
 
 
 def finish(run: GridRun, dram_bytes: float, p: P.Params, flops: float | None = None) -> Prediction:
@@ -264,7 +436,7 @@ def finish(run: GridRun, dram_bytes: float, p: P.Params, flops: float | None = N
     us = max(compute_us, dram_us) + p.launch_us
     pred = Prediction(us, run.cycles, compute_us, dram_us, p.launch_us, run.grid, run.resident, run.samples,
                       dram_bytes=dram_bytes, flops=flops, simd=run.simd, stalls=run.stalls, program=run.program,
-                      active=run.active)
+                      active=run.active, levels=run.levels)
     if flops:
         pred.tflops = flops / us / 1e6
     return pred
@@ -273,5 +445,5 @@ def finish(run: GridRun, dram_bytes: float, p: P.Params, flops: float | None = N
 def reprice(pred: Prediction, p: P.Params) -> Prediction:
     """The same simulation under other calibrated constants (they apply after the simulation)."""
     run = GridRun(pred.cycles, pred.grid, pred.resident, pred.samples, pred.simd, pred.stalls, pred.program,
-                  pred.active)
+                  pred.active, pred.levels)
     return finish(run, pred.dram_bytes, p, pred.flops)

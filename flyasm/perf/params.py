@@ -9,6 +9,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 FITTED = ("launch_us", "clock_derate", "hbm_efficiency")
+# fitted too, but before the simulation (they move the timeline and the latencies): set by
+# calibrate.fit_placement's search, not by the post-simulation fit
+FITTED_SIMULATED = ("refetch_latency", "wg_jitter")
 STORE = Path(__file__).with_name("params.json")
 
 
@@ -30,6 +33,14 @@ class Params:
     # LLVM GCNHazardRecognizer asks NP + 4 wait states (NP >= 4 passes; notes §4.2 rows 1-3) after
     # issue, = NP x 4 pipe cycles + 16 at a 4-cycle wait state
     mfma_writeback: int = 16
+    # Placement (perf.placement). MI355X: 256 CUs in 8 XCDs of 32, each XCD with its own 4 MiB L2,
+    # 256 MiB Infinity Cache (ROCm "AMD GPU specifications" table, MI355X row: "256 (32 per XCD)" CUs,
+    # L2 "32 (4 per XCD)" MiB, L3 256 MiB; https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html).
+    # Workgroups go round-robin over the XCDs, linear id mod 8 (HipKittens, arXiv:2511.08083, on
+    # MI355X's chiplets; FlyDSL's flash_attn_utils.NUM_XCD_GFX950 and CK's XCD remapping rely on it).
+    n_xcd: int = 8
+    l2_bytes: int = 4 << 20         # per XCD
+    mall_bytes: int = 256 << 20     # device-wide, behind every XCD's L2
     # ---- assumptions (not fitted; printed with every prediction) ---------------------------------
     trans_cycles: int = 16          # TRANS issue: quarter rate (LLVM SISchedule.td, WriteTrans32 on gfx9)
     trans_latency: int = 4          # extra cycles before a TRANS result can be read (notes §4 row 14: 1 wait state)
@@ -50,6 +61,15 @@ class Params:
     # backward and its split-K GEMMs' atomic epilogues (benchmarks/model_accuracy.md)
     l2_atomic_dwords_per_clk: float = 192.0
     cu_atomic_dwords_per_clk: float | None = None   # one CU's share; None: every CU busy (model sets it)
+    # ---- fitted before the simulation (calibrate.fit_placement) -------------------------------
+    # cycles a read of shared data waits beyond vmem_latency when HBM serves it again (the MALL
+    # evicted what an earlier workgroup fetched). L2 and MALL hits and first reads (GEMM operands,
+    # Q tiles) keep vmem_latency: the GEMM rows leave no room for more (model_accuracy.md)
+    refetch_latency: int = 2800
+    # relative spread (standard deviation) of workgroup durations: real workgroups of equal work do not
+    # finish together (memory contention, clocks), which desynchronises the readers of a stream; the
+    # placement model's timeline draws it (a fixed pseudo-random draw per workgroup)
+    wg_jitter: float = 0.04
     # ---- fitted (perf.calibrate) ------------------------------------------------------------
     launch_us: float = 3.0          # launch + first-wave + last-write overhead of one dispatch
     clock_derate: float = 1.0       # sustained / peak clock with every CU busy (power management)

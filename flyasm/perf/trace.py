@@ -8,7 +8,8 @@ instructions:
     4 bytes (CDNA4 ISA §11.1, notes §1.3); the lanes are served in phases (PHASES) and a phase takes
     as many cycles as the most distinct dwords any one bank holds (lanes reading the same dword
     share it, a broadcast).
-  * VMEM ops: bytes moved for the active lanes and the distinct 128-byte lines they touch.
+  * VMEM ops: bytes moved for the active lanes, the distinct 128-byte lines they touch and the
+    allocation (buffer) they fall in, so the timing model can tell which stream a load belongs to.
 The recorder only reads machine state; it costs nothing when absent (Machine.recorder is None).
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..emu.machine import vsrc
+from ..emu.memory import BASE
 from ..emu.ops_memory import buffer_address, global_address
 
 BANKS = 64        # LDS banks of 4 bytes on gfx950 (CDNA4 ISA §11.1: 64 banks x 640 dwords)
@@ -96,6 +98,7 @@ class Recorder:
         self._exec: list[np.ndarray] = []
         self._cost: list[np.ndarray | None] = []
         self._lines: list[np.ndarray | None] = []
+        self._buf: list[np.ndarray | None] = []
         self._fn: dict[int, object] = {}
         self.program = None
         self.touched: set[int] = set()          # distinct 128-byte lines any sampled wave touched
@@ -121,7 +124,7 @@ class Recorder:
                 first = addr.astype(np.int64) // LINE
                 last = (addr.astype(np.int64) + nbytes - 1) // LINE
                 nl = np.array([np.unique(np.r_[first[i][act[i]], last[i][act[i]]]).size for i in range(len(first))])
-                return act.sum(1) * nbytes, (nl, first[act])
+                return act.sum(1) * nbytes, (nl, first[act], _allocation(m, addr, act))
             return vm
         return None
 
@@ -139,19 +142,23 @@ class Recorder:
         if fn is None:
             self._cost.append(None)
             self._lines.append(None)
+            self._buf.append(None)
             return
         cost, lines = fn(m, w, ex)
         self._cost.append(np.asarray(cost, np.int64))
         if lines is not None:
-            nl, touched = lines
+            nl, touched, buf = lines
             self._lines.append(nl)
+            self._buf.append(buf)
             self.touched.update(np.unique(touched).tolist())
         else:
             self._lines.append(None)
+            self._buf.append(None)
 
     def streams(self) -> list[dict]:
         """Per wave (in wave-id order): {'pc': instruction indices, 'exec': popcounts, 'cost': DS cycles
-        or VMEM bytes (0 elsewhere), 'lines': VMEM 128-byte lines (0 elsewhere)}."""
+        or VMEM bytes (0 elsewhere), 'lines': VMEM 128-byte lines (0 elsewhere), 'buf': the index in
+        the emulator's memory.allocs of the allocation a VMEM access falls in (-1 elsewhere)}."""
         if not self._p:
             return []
         n = np.array([len(i) for i in self._ids])
@@ -160,13 +167,28 @@ class Recorder:
         ex = np.concatenate(self._exec)
         cost = np.concatenate([c if c is not None else np.zeros(k, np.int64) for c, k in zip(self._cost, n)])
         lines = np.concatenate([c if c is not None else np.zeros(k, np.int64) for c, k in zip(self._lines, n)])
+        buf = np.concatenate([c if c is not None else np.full(k, -1, np.int16) for c, k in zip(self._buf, n)])
         order = np.argsort(wave, kind="stable")
-        wave, p, ex, cost, lines = wave[order], p[order], ex[order], cost[order], lines[order]
+        wave, p, ex, cost, lines, buf = wave[order], p[order], ex[order], cost[order], lines[order], buf[order]
         cuts = np.flatnonzero(np.diff(wave)) + 1
         out = []
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(wave)]):
-            out.append({"wave": int(wave[a]), "pc": p[a:b], "exec": ex[a:b], "cost": cost[a:b], "lines": lines[a:b]})
+            out.append({"wave": int(wave[a]), "pc": p[a:b], "exec": ex[a:b], "cost": cost[a:b], "lines": lines[a:b],
+                        "buf": buf[a:b]})
         return out
+
+
+def _allocation(m, addr: np.ndarray, act: np.ndarray) -> np.ndarray:
+    """Per wave: the index in m.mem.allocs of the allocation holding its first active lane's address
+    (-1: no active lane, or outside every allocation)."""
+    first = np.where(act.any(1), addr.astype(np.int64)[np.arange(len(act)), act.argmax(1)], -1)
+    starts = getattr(m.mem, "_starts", None)
+    if starts is None or not len(starts):
+        return np.full(len(act), -1, np.int16)
+    off = first - BASE
+    k = np.searchsorted(starts, off, side="right") - 1
+    ok = (first >= 0) & (k >= 0) & (off < m.mem._ends[np.maximum(k, 0)])
+    return np.where(ok, k, -1).astype(np.int16)
 
 
 def _vmem_bytes(inst) -> int:
@@ -239,8 +261,9 @@ def scale_loops(stream: dict, factor: float, work=None) -> dict:
             last = b
     pieces.append(slice(last, len(pc)))
     out = dict(stream)
-    for key in ("pc", "exec", "cost", "lines"):
-        out[key] = np.concatenate([stream[key][sl] for sl in pieces])
+    for key in ("pc", "exec", "cost", "lines", "buf"):
+        if key in stream:
+            out[key] = np.concatenate([stream[key][sl] for sl in pieces])
     return out
 
 
