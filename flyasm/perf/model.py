@@ -412,9 +412,7 @@ def _streams(footprint, loads, runs, on_grid, by_wg, names) -> "placement.Stream
                 if len(idx):
                     lo, hi = min(lo, idx[0] / len(w["pc"])), max(hi, (idx[-1] + 1) / len(w["pc"]))
         span[j] = (lo, max(hi, lo + 1e-6))
-    st = placement.Streams(key, nbytes, span)
-    st.names = order
-    return st
+    return placement.Streams(key, nbytes, span, tuple(order))
 
 
 def _refetch_steps(lv: np.ndarray, shared_slots: list) -> np.ndarray:

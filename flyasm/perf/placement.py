@@ -35,19 +35,11 @@ _CELLS = 1 << 22      # (evaluation, reader) cells per window computation
 class Streams:
     """What each workgroup (dispatch order) reads: key[w, j] the stream workgroup w reads in slot j
     (-1: none), nbytes[w, j] how many of its bytes (a prefix), span[j] = (a, b): it reads slot j
-    at a steady pace from a to b (fractions of its duration)."""
+    at a steady pace from a to b (fractions of its duration); names[j]: what slot j is (a buffer)."""
     key: np.ndarray
     nbytes: np.ndarray
     span: np.ndarray
-
-    def readers(self) -> np.ndarray:
-        """[w, j]: how many workgroups read the stream of slot j of workgroup w (0 where none)."""
-        k = self.key.reshape(-1)
-        ok = k >= 0
-        _, inv, cnt = np.unique(k[ok], return_inverse=True, return_counts=True)
-        out = np.zeros(k.shape, np.int64)
-        out[ok] = cnt[inv]
-        return out.reshape(self.key.shape)
+    names: tuple = ()
 
 
 def dispatch(durations: np.ndarray, n_xcd: int, slots_per_xcd: int) -> np.ndarray:
@@ -89,14 +81,14 @@ def levels(st: Streams, start: np.ndarray, dur: np.ndarray, n_xcd: int, l2_bytes
     ep = pos[ei] * longest[R.key[er]]
     et = R.time_at(er, ep)
     # L2: per XCD, the previous read of the same byte on the same XCD
-    l2_miss = ~_hits(R, er, ei, ep, et, R.xcd[er], R.xcd, l2_bytes, np.ones(len(R.key), bool))
+    l2_miss = ~_hits(R, er, ei, et, R.xcd[er], R.xcd, l2_bytes, np.ones(len(R.key), bool))
     # MALL: device-wide, among the reads that missed their L2; readers that mostly missed take part
     miss_frac = np.bincount(er, l2_miss, len(R.key)) / np.maximum(np.bincount(er, None, len(R.key)), 1)
     sel = np.nonzero(l2_miss)[0]
     mall_hit = np.zeros(len(er), bool)
     cold = np.zeros(len(er), bool)
     if len(sel):
-        mall_hit[sel], seen = _hits(R, er[sel], ei[sel], ep[sel], et[sel], np.zeros(len(sel), np.int64),
+        mall_hit[sel], seen = _hits(R, er[sel], ei[sel], et[sel], np.zeros(len(sel), np.int64),
                                     np.zeros(len(R.key), np.int64), mall_bytes, miss_frac >= 0.5, earlier=True)
         cold[sel] = ~seen
     lvl = np.where(~l2_miss, L2, np.where(mall_hit, MALL, np.where(cold, COLD, HBM)))
@@ -120,8 +112,8 @@ class _Readers:
         return np.clip((t - self.t0[r]) * self.rate[r], 0.0, self.n[r])
 
 
-def _hits(R: _Readers, er, ei, ep, et, group, reader_group, capacity, takes_part, earlier=False):
-    """Whether each evaluation (reader er at point ei: byte ep at time et, in cache `group`) hits: an
+def _hits(R: _Readers, er, ei, et, group, reader_group, capacity, takes_part, earlier=False):
+    """Whether each evaluation (reader er at point ei, read at time et, in cache `group`) hits: an
     earlier evaluation of the same stream, point and group exists, and the bytes swept in between
     by the readers of that group that take part (union per stream) are fewer than `capacity`.
     earlier: also return whether that earlier evaluation exists."""
