@@ -305,19 +305,20 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
         slow = sample_runs((p.vmem_latency + p.refetch_latency, p.vmem_latency))[0]
         fast = np.maximum(on_grid({wg: v[0] for wg, v in runs.items()}), 1.0)
         refetch = np.maximum(on_grid({wg: v[0] for wg, v in slow.items()}), 1.0)
-        streams = _streams(footprint, loads, runs, on_grid, by_wg, names)
-        shared_slots = [i for i, b in enumerate(streams.names) if b in shared]
+        streams = _streams(footprint, shared, runs, on_grid, by_wg, names)
         d = fast
-        for _ in range(2):          # the timeline sets the levels, the levels the durations
+        for _ in range(2 if streams.key.shape[1] else 0):   # the timeline sets the levels, they the durations
             start = placement.dispatch(d * jitter, p.n_xcd, slots)
             lv = placement.levels(streams, start, d * jitter, p.n_xcd, p.l2_bytes, p.mall_bytes)
-            q = _refetch_steps(lv, shared_slots)
+            q = _refetch_steps(lv)
             d = fast + q * (refetch - fast)
-        fractions = np.einsum("wjl,wj->l", lv[:, shared_slots], streams.nbytes[:, shared_slots])
-        fractions = fractions / max(fractions.sum(), 1.0)
-        if _DEBUG:
-            print("placement: shared bytes by level (L2, MALL, HBM again, HBM first)", fractions.round(3),
-                  "steps waiting on a re-fetch", q.mean().round(3))
+        fractions = np.zeros(4)
+        if streams.key.shape[1]:
+            fractions = np.einsum("wjl,wj->l", lv, streams.nbytes)
+            fractions = fractions / max(fractions.sum(), 1.0)
+            if _DEBUG:
+                print("placement: shared bytes by level (L2, MALL, HBM again, HBM first)", fractions.round(3),
+                      "steps waiting on a re-fetch", q.mean().round(3))
     start = placement.dispatch(d, p.n_xcd, slots)
     cycles = int(np.ceil((start + d).max()))
     active = min(1.0, float(d.sum()) / (p.n_cu * resident * max(cycles, 1)))
@@ -389,37 +390,42 @@ def _bytes_by_buffer(ws, names) -> dict:
     return out
 
 
-def _streams(footprint, loads, runs, on_grid, by_wg, names) -> "placement.Streams":
-    """The placement model's input: per workgroup (dispatch order) and load buffer, the stream it reads
-    (footprint keys), how many bytes (the samples' reads spread over the grid) and when (the span of
-    the recorded waves' accesses to it, as fractions of their instruction streams)."""
-    order = sorted(loads)
+def _streams(footprint, shared, runs, on_grid, by_wg, names) -> "placement.Streams":
+    """The placement model's input: per workgroup (dispatch order) the streams it shares with other
+    workgroups (footprint keys), how many bytes (the samples' reads spread over the grid) and when
+    (the span of the recorded waves' accesses, as fractions of their instruction streams). Buffers
+    read by the same groups of workgroups (K and V of a head) are one stream: read together, at one
+    pace. Private data (a Q tile) is left out: its first read is its only one, and its bytes in a
+    window are a few per cent of what the shared streams sweep (a 64 KB Q tile per 8 MB of K and V)."""
     n_wg = int(np.prod(footprint.grid))
-    key = np.full((n_wg, len(order)), -1, np.int64)
-    nbytes = np.zeros((n_wg, len(order)))
-    span = np.zeros((len(order), 2))
-    for j, b in enumerate(order):
-        k = footprint.key.get(b)
-        if k is None:
-            continue
+    slots: dict = {}                            # partition of the workgroups -> (buffers, key)
+    for b in sorted(shared):
+        k = footprint.key[b]
         _, inv = np.unique(k, return_inverse=True)
-        key[:, j] = np.where(k >= 0, inv.reshape(-1) + j * n_wg, -1)
-        nbytes[:, j] = np.maximum(on_grid({wg: v[1].get(b, 0.0) for wg, v in runs.items()}), 0.0)
+        inv = np.where(k >= 0, inv.reshape(-1), -1)
+        slots.setdefault(inv.tobytes(), ([], inv))[0].append(b)
+    key = np.full((n_wg, len(slots)), -1, np.int64)
+    nbytes = np.zeros((n_wg, len(slots)))
+    span = np.zeros((len(slots), 2))
+    for j, (bufs, inv) in enumerate(slots.values()):
+        key[:, j] = np.where(inv >= 0, inv + j * n_wg, -1)
+        nbytes[:, j] = np.maximum(on_grid({wg: sum(v[1].get(b, 0.0) for b in bufs) for wg, v in runs.items()}), 0.0)
+        ids = [i for i, n in enumerate(names) if n in bufs]
         lo, hi = 1.0, 0.0
         for raw in by_wg.values():
             for w in raw:
-                idx = np.flatnonzero(np.isin(w["buf"], [i for i, n in enumerate(names) if n == b]))
+                idx = np.flatnonzero(np.isin(w["buf"], ids))
                 if len(idx):
                     lo, hi = min(lo, idx[0] / len(w["pc"])), max(hi, (idx[-1] + 1) / len(w["pc"]))
         span[j] = (lo, max(hi, lo + 1e-6))
-    return placement.Streams(key, nbytes, span, tuple(order))
+    return placement.Streams(key, nbytes, span, tuple("+".join(bufs) for bufs, _ in slots.values()))
 
 
-def _refetch_steps(lv: np.ndarray, shared_slots: list) -> np.ndarray:
+def _refetch_steps(lv: np.ndarray) -> np.ndarray:
     """[w]: the fraction of a workgroup's main-loop steps that wait on an HBM re-fetch: a step reads
     every shared stream, each independently at its own levels."""
     none = np.ones(lv.shape[0])
-    for j in shared_slots:
+    for j in range(lv.shape[1]):
         f = lv[:, j, :]
         has = f.sum(1) > 0
         none[has] *= 1.0 - f[has, placement.HBM]
