@@ -7,9 +7,11 @@ import pytest
 from flyasm import Kernel, s, v
 from flyasm.emu import load_program
 from flyasm.perf import params as P
+from flyasm.perf import placement
 from flyasm.perf.capture import capture
 from flyasm.perf.cu import Static, simulate
 from flyasm.perf.placement import dispatch as xcd_dispatch
+from flyasm.perf.model import predict
 from flyasm.perf.trace import scale_loops
 
 PARAMS = P.Params().with_(wg_jitter=0.0)     # durations as simulated: no drawn spread in the timeline
@@ -459,3 +461,37 @@ def test_a_cus_share_of_the_atomic_rate_is_the_device_rate_over_the_busy_cus():
     alone = cycles(1)
     assert cycles(128) - alone == 28 * n + 4
     assert cycles(256) - alone == 60 * n + 4
+
+
+def _shared_reads_kernel(n: int):
+    """Every workgroup reads the same n 256-byte pieces of buffer `a` (one stream, shared by all),
+    each load waited for before the next: the wave's time is n load latencies plus a little."""
+    k = Kernel("shared_reads", block=64)
+    a = k.arg("a", "ptr")
+    k.s_load_dwordx2(s[4:5], k.kernarg_ptr, a.offset)
+    k.v_lshlrev_b32(v[1], 2, k.workitem_id)
+    k.s_waitcnt(lgkmcnt=0)
+    for i in range(n):
+        k.global_load_dword(v[2], v[1], s[4:5], offset=256 * i)
+        k.s_waitcnt(vmcnt=0)
+    k.s_endpgm()
+    return k.build().co
+
+
+def test_a_shared_read_hbm_serves_again_costs_refetch_latency_per_dependent_load():
+    """16 workgroups read one stream. With 4 MB L2s every read after the first on an XCD hits (and
+    the first anywhere is a compulsory read): every load at vmem_latency. With no L2 and no MALL
+    capacity the later readers' loads are HBM re-fetches: each of the n dependent loads waits
+    refetch_latency longer, so the slowest workgroup (the makespan) is n x refetch_latency longer.
+    Without the placement (no buffers to probe) the default latencies apply."""
+    n, grid = 6, (16, 1, 1)
+    co = _shared_reads_kernel(n)
+    args = dict(kernarg=lambda ad: ad["a"].to_bytes(8, "little"), buffers={"a": 256 * n})
+    p = PARAMS.with_(launch_us=0.0, refetch_latency=3000)
+    cached = predict(co, grid, 64, **args, params=p, dram_bytes=0)
+    evicted = predict(co, grid, 64, **args, params=p.with_(l2_bytes=0, mall_bytes=0), dram_bytes=0)
+    assert cached.levels[placement.HBM] == 0 and evicted.levels[placement.L2] == 0
+    assert evicted.levels[placement.HBM] == pytest.approx(15 / 16)     # all but the first reader
+    assert evicted.cycles - cached.cycles == n * 3000
+    free = predict(co, grid, 64, **args, params=p.with_(l2_bytes=0, mall_bytes=0, refetch_latency=0), dram_bytes=0)
+    assert free.cycles == cached.cycles

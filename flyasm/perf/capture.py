@@ -45,7 +45,7 @@ def _fill(nbytes: int, rng) -> np.ndarray:
 
 
 HOST_BASE = 0x7F00_0000_0000     # host addresses the kernarg bytes are packed with (launch rebases them)
-VERSION = 2                      # of what a Trace records (2: the buffer of each VMEM access)
+TRACE_FORMAT = 2                 # of what a Trace records (2: the buffer of each VMEM access)
 
 
 def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgroups=None, kernel: str | None = None,
@@ -71,7 +71,7 @@ def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgr
     if not isinstance(ka, (bytes, bytearray)):
         raise FlyasmError("kernarg must be bytes (or a callable returning bytes)")
     co_hash = hashlib.sha256(co).hexdigest()
-    key = hashlib.sha256(repr((VERSION, co_hash, prog.name, g, b, bytes(ka).hex(), sorted((k, v if isinstance(v, int) else hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
+    key = hashlib.sha256(repr((TRACE_FORMAT, co_hash, prog.name, g, b, bytes(ka).hex(), sorted((k, v if isinstance(v, int) else hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
                                       for k, v in (buffers or {}).items()),
                                wgs, lds, VERSION)).encode()).hexdigest()[:32]
     path = CACHE / f"{key}.pkl"

@@ -187,6 +187,10 @@ class GridRun:
 
 _SIM_CACHE: dict = {}
 _RUN_CACHE: dict = {}
+_DEFAULTS = P.Params()
+# constants perf.cu.simulate never reads: the placement's, the post-simulation ones, and the device
+# atomic rate (in FITTED_SIMULATED; it reaches the CU as cu_atomic_dwords_per_clk)
+_NOT_READ_BY_CU = P.FITTED + P.FITTED_SIMULATED + ("n_xcd", "l2_bytes", "mall_bytes")
 
 
 _DEBUG = bool(__import__("os").environ.get("FLYASM_PLACEMENT_DEBUG"))
@@ -212,9 +216,12 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
         static = (Static.depends_on(p), Static.of(prog, p))
         prog.__dict__["_perf_static"] = static
     static = static[1]
-    # a program without atomics runs alike at any share of the L2's atomic rate (its runs stay shared)
+    # a program without atomics runs alike at any share of the L2's atomic rate (its runs stay shared);
+    # the CU runs read none of the constants the placement or the calibration apply (their runs stay
+    # shared across a search over those: refetch_latency reaches them as the streams' latencies)
     pc = p.with_(cu_bytes_per_clk=min(p.cu_bytes_per_clk, p.l2_hit_bytes_per_clk / active_cu),
-                 cu_atomic_dwords_per_clk=p.l2_atomic_dwords_per_clk / active_cu if any(static.atomic) else None)
+                 cu_atomic_dwords_per_clk=p.l2_atomic_dwords_per_clk / active_cu if any(static.atomic) else None,
+                 **{n: getattr(_DEFAULTS, n) for n in _NOT_READ_BY_CU})
     ax = tile_axis
     work = np.asarray(static.passes, float)     # loops scale so that the MFMA work grows by the factor
     wpg = -(-threads // 64)
