@@ -115,20 +115,21 @@ def run_pairs(meta) -> list[tuple[int, int]]:
     return pairs
 
 
-def ratio_table(title: str, rows, pred, meta) -> list[float]:
+def ratio_table(title: str, rows, pred, meta, pairs=None) -> list[float]:
     """Speed ratios (FLOP/s of the numerator over the denominator's) of the run pairs, predicted
-    against measured; returns the errors (predicted / measured - 1)."""
-    pairs = run_pairs(meta)
+    against measured; returns the errors (predicted / measured - 1). pairs: (i, j, predictions) to
+    print instead of every run pair with `pred`."""
+    pairs = [(i, j, pred) for i, j in run_pairs(meta)] if pairs is None else pairs
     if not pairs:
         return []
     print(f"\n== within-run ratios, {title} (speed of the first over the second)")
     print(f"{'run':<16}{'first':<52}{'second':<52}{'measured':>9}{'predicted':>10}{'error':>8}")
     errs = []
-    for i, j in pairs:
+    for i, j, pr in pairs:
         def speed(k, us):
             return meta[k]["flops"] / us
         meas = speed(i, rows[i].measured_us) / speed(j, rows[j].measured_us)
-        got = speed(i, pred[i]) / speed(j, pred[j])
+        got = speed(i, pr[i]) / speed(j, pr[j])
         errs.append(got / meas - 1)
         print(f"{meta[i]['run']:<16}{meta[i]['label'][:51]:<52}{meta[j]['label'][:51]:<52}{meas:>9.3f}{got:>10.3f}"
               f"{errs[-1]:>+8.1%}")
@@ -185,10 +186,12 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="simulate with this constant of perf.params changed (e.g. a scan of a simulated, "
                          "fitted constant such as l2_atomic_dwords_per_clk; the run says so)")
-    ap.add_argument("--fit-placement", metavar="R,R,...:J,J,...",
-                    help="also fit the constants that act before the simulation (params.FITTED_SIMULATED: "
-                         "refetch_latency values : wg_jitter values): every pair re-simulates the rows, "
-                         "the one with the least mean squared log error over rows plus over within-run ratios wins")
+    ap.add_argument("--fit-simulated", action="append", default=[], metavar="NAME=V,V,...",
+                    help="also fit a constant that acts in the simulation (params.FITTED_SIMULATED) over these "
+                         "values; given for several constants, over their product. Every point re-simulates the "
+                         "rows and gets its own fit of params.FITTED; the point with the least mean squared log "
+                         "error over the rows plus that over the within-run ratios wins, and every held-out fold "
+                         "picks its point on its own training rows")
     ap.add_argument("--limit", type=int, default=0, help="first N rows of each table only (smoke runs)")
     ap.add_argument("--limit-table", action="append", default=[], metavar="STEM=N",
                     help="first N rows of the table with this file stem only (the run says so)")
@@ -220,22 +223,35 @@ def main(argv=None) -> int:
         print(f"note: simulated with {name} = {getattr(base, name)} (--set)")
     if a.set and a.write_params:
         ap.error("--write-params stores the fit of params.json's constants; it does not store --set values")
-    if a.fit_placement:
+    cands = [base]
+    for item in a.fit_simulated:
+        name, _, values = item.partition("=")
         if a.no_fit:
-            ap.error("--fit-placement fits; --no-fit fits nothing")
-        base = fit_placement(entries, idx, base, a)
-    rows, meta, failed = simulate_all(entries, idx, base, a.keep_going)
-    if failed and not a.keep_going:
-        return 1
+            ap.error("--fit-simulated fits; --no-fit fits nothing")
+        if name not in P.FITTED_SIMULATED:
+            ap.error(f"--fit-simulated {item}: {name!r} is not one of params.FITTED_SIMULATED {P.FITTED_SIMULATED}")
+        try:
+            vals = [type(getattr(base, name))(float(v)) for v in values.split(",")]
+        except ValueError:
+            ap.error(f"--fit-simulated {item}: not a list of numbers")
+        cands = [c.with_(**{name: v}) for c in cands for v in vals]
+    points, failed = [], []
+    for cand in cands:
+        if len(cands) > 1:
+            print("simulating " + ", ".join(f"{n} = {getattr(cand, n):.4g}" for n in P.FITTED_SIMULATED), flush=True)
+        rows, meta, failed = simulate_all(entries, idx, cand, a.keep_going)
+        if failed and not a.keep_going:
+            return 1
+        points.append((cand, rows))
     if rows:
         if a.no_fit:
             print("shipped params (flyasm/perf/params.json, nothing refitted): "
-                  + ", ".join(f"{n} = {getattr(base, n):.4g}" for n in P.FITTED))
+                  + ", ".join(f"{n} = {getattr(base, n):.4g}" for n in P.FITTED + P.FITTED_SIMULATED))
             pred = C.predict_us(rows, base)
             report("no fit: the shipped parameters", rows, pred, meta)
             ratio_table("shipped parameters", rows, pred, meta)
         else:
-            fit_reports(rows, meta, base, a)
+            fit_reports(points, meta, a)
     if failed:
         print(f"\n{len(failed)} row(s) could not be predicted:", file=sys.stderr)
         for f in failed:
@@ -244,68 +260,103 @@ def main(argv=None) -> int:
     return 0
 
 
-def fit_placement(entries, idx, base: P.Params, a) -> P.Params:
-    """The FITTED_SIMULATED pair (refetch_latency, wg_jitter) of the grid a.fit_placement names
-    that, with the post-simulation constants fitted for it, scores best: mean squared log error of
-    the rows plus that of the within-run speed ratios (the signal a run's shared part cannot move)."""
-    fs, js = a.fit_placement.split(":")
+def choose(points, meta, train, verbose=False):
+    """(point index, fitted Params): the simulated point (params.FITTED_SIMULATED values) that, with
+    params.FITTED fitted on the rows `train` for it, scores best on them: mean squared log error of the
+    rows plus that of the within-run speed ratios of pairs inside `train` (the signal a run's shared
+    part cannot move)."""
+    train = list(train)
+    inside = set(train)
     best = None
-    print("\n== placement constants (re-simulated per pair; post-simulation constants fitted per pair)")
-    for f in map(float, fs.split(",")):
-        for j in map(float, js.split(",")):
-            cand = base.with_(refetch_latency=int(f), wg_jitter=j)
-            rows, meta, failed = simulate_all(entries, idx, cand, a.keep_going)
-            if failed and not a.keep_going:
-                raise SystemExit(1)
-            fitted = C.fit(rows, cand)
-            pred = C.predict_us(rows, fitted)
-            row_loss = float(np.mean(np.log(pred / np.array([r.measured_us for r in rows])) ** 2))
-            errs = [e for e in ratio_errors(rows, pred, meta)]
-            ratio_loss = float(np.mean(np.log1p(np.array(errs)) ** 2)) if errs else 0.0
-            print(f"  refetch_latency {f:6.0f}  wg_jitter {j:5.3f}:  rows {row_loss:.5f}  ratios {ratio_loss:.5f}"
-                  f"  ratio errors {' '.join(f'{e:+.1%}' for e in errs)}", flush=True)
-            if best is None or row_loss + ratio_loss < best[0]:
-                best = (row_loss + ratio_loss, fitted)
-    print("chosen: " + ", ".join(f"{n} = {getattr(best[1], n):.4g}" for n in P.FITTED_SIMULATED))
-    return best[1]
+    for k, (cand, rows) in enumerate(points):
+        part = [rows[i] for i in train]
+        fitted = C.fit(part, cand)
+        pred = np.zeros(len(rows))
+        pred[train] = C.predict_us(part, fitted)
+        row_loss = float(np.mean(np.log(pred[train] / np.array([r.measured_us for r in part])) ** 2))
+        pairs = [(i, j) for i, j in run_pairs(meta) if i in inside and j in inside]
+        errs = ratio_errors(rows, pred, meta, pairs)
+        ratio_loss = float(np.mean(np.log1p(np.array(errs)) ** 2)) if errs else 0.0
+        if verbose and len(points) > 1:
+            print("  " + "  ".join(f"{n} {getattr(cand, n):.4g}" for n in P.FITTED_SIMULATED)
+                  + f":  rows {row_loss:.5f}  ratios {ratio_loss:.5f}  ratio errors "
+                  + " ".join(f"{e:+.1%}" for e in errs), flush=True)
+        if best is None or row_loss + ratio_loss < best[0]:
+            best = (row_loss + ratio_loss, k, fitted)
+    return best[1], best[2]
 
 
-def ratio_errors(rows, pred, meta) -> list[float]:
-    """predicted / measured - 1 of each run pair's speed ratio (run_pairs)."""
+def held_out(points, meta, test) -> tuple[int, P.Params, np.ndarray]:
+    """Fit (point and constants, `choose`) on every row but `test`; (point, constants, predictions of
+    every row by that fit)."""
+    test = set(test)
+    k, fitted = choose(points, meta, [i for i in range(len(meta)) if i not in test])
+    return k, fitted, C.predict_us(points[k][1], fitted)
+
+
+def ratio_errors(rows, pred, meta, pairs=None) -> list[float]:
+    """predicted / measured - 1 of each run pair's speed ratio (default: every pair, run_pairs)."""
     out = []
-    for i, j in run_pairs(meta):
+    for i, j in run_pairs(meta) if pairs is None else pairs:
         meas = (meta[i]["flops"] / rows[i].measured_us) / (meta[j]["flops"] / rows[j].measured_us)
         out.append((meta[i]["flops"] / pred[i]) / (meta[j]["flops"] / pred[j]) / meas - 1)
     return out
 
 
-def fit_reports(rows, meta, base, a) -> None:
-    fitted = C.fit(rows, base)
-    print("fitted: " + ", ".join(f"{n} = {getattr(fitted, n):.4g}" for n in P.FITTED))
+def fit_reports(points, meta, a) -> None:
+    if len(points) > 1:
+        print("\n== simulated constants: every point's loss with params.FITTED fitted for it (all rows)")
+    k, fitted = choose(points, meta, range(len(meta)), verbose=True)
+    rows = points[k][1]
+    print("fitted: " + ", ".join(f"{n} = {getattr(fitted, n):.4g}" for n in P.FITTED + P.FITTED_SIMULATED))
     train = C.predict_us(rows, fitted)
     report("training: fit on all rows, scored on the same rows", rows, train, meta)
+
+    def fold(test, label):
+        kk, pf, pred = held_out(points, meta, test)
+        print(f"  fold {label}: " + ", ".join(f"{n}={getattr(pf, n):.4g}" for n in P.FITTED + P.FITTED_SIMULATED))
+        return pred
+
     pred = np.zeros(len(rows))
-    order = {k: i for i, k in enumerate(dict.fromkeys(m["shape"] for m in meta))}
+    order = {s: i for i, s in enumerate(dict.fromkeys(m["shape"] for m in meta))}
     half_of = [order[m["shape"]] % 2 for m in meta]           # rows of one shape (a16/a32) share a half
+    print("\n(folds: each fits on every row but its held-out ones)")
     for half in (0, 1):
-        part = [r for r, h in zip(rows, half_of) if h == half]
-        pf = C.fit(part, base)
-        for i, r in enumerate(rows):
-            if half_of[i] != half:
-                pred[i] = C.predict_us([r], pf)[0]
+        test = [i for i, h in enumerate(half_of) if h == half]
+        pred[test] = fold(test, f"shapes {'odd' if half else 'even'} held out")[test]
     report("held out: fit on even rows (shapes) -> score odd ones, and the reverse", rows, pred, meta)
     groups = sorted({r.group for r in rows if r.group})
     if len(groups) >= 2:
         att = [i for i, r in enumerate(rows) if r.group]
-        cv = np.zeros(len(att))
+        cv = np.zeros(len(rows))
         for g in groups:
-            pf = C.fit([r for r in rows if r.group != g], base)
-            print(f"  cv {g}: fitted " + ", ".join(f"{n}={getattr(pf, n):.3g}" for n in P.FITTED))
-            for k, i in enumerate(att):
-                if rows[i].group == g:
-                    cv[k] = C.predict_us([rows[i]], pf)[0]
+            test = [i for i in att if rows[i].group == g]
+            cv[test] = fold(test, f"seqlen {g} held out")[test]
         report("attention cross-validation over seqlen: fit on every other row, score one seqlen's rows",
-               [rows[i] for i in att], cv, [meta[i] for i in att])
+               [rows[i] for i in att], cv[att], [meta[i] for i in att])
+    builds = sorted({m["label"] for m in meta if m["author"] == "flydsl"})
+    if len(builds) >= 2:
+        fly = [i for i, m in enumerate(meta) if m["author"] == "flydsl"]
+        cv = np.zeros(len(rows))
+        ratio_cv = []
+        for b in builds:
+            test = [i for i in fly if meta[i]["label"] == b]
+            got = fold(test, f"{b} held out")
+            cv[test] = got[test]
+            ratio_cv += [(i, j, got) for i, j in run_pairs(meta) if i in test or j in test]
+        report("each FlyDSL build held out: fit on every other row, score the build's rows",
+               [rows[i] for i in fly], cv[fly], [meta[i] for i in fly])
+        ratio_table("each pair predicted by the fit that held out its FlyDSL build (a pair of two builds: "
+                    "once per build)", rows, None, meta, ratio_cv)
+    runs = {m["run"] for m in meta if m["run"]}
+    if len(runs) >= 2:
+        # the run whose rows run longest (the longest sequences: the placement's strongest test)
+        far = max(runs, key=lambda r: max(rows[i].measured_us for i, m in enumerate(meta) if m["run"] == r))
+        test = [i for i, m in enumerate(meta) if m["run"] == far]
+        got = fold(test, f"run {far} held out")
+        report(f"run {far} held out: fit on every other row, score its rows", [rows[i] for i in test], got[test],
+               [meta[i] for i in test])
+        ratio_table(f"run {far} held out", rows, got, meta, [(i, j, got) for i, j in run_pairs(meta) if i in test])
     ratio_table("training fit", rows, train, meta)
     if a.write_params:
         P.STORE.write_text(json.dumps({"params": {n: getattr(fitted, n) for n in P.FITTED + P.FITTED_SIMULATED},

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -145,3 +146,41 @@ def test_causal_backward_pairs_key_tiles_into_equal_work():
     p = predict(L["co"], L["trace_grid"], L["block"], L["kernarg"], L["buffers"], kernel=L["kernel"], dram_bytes=0)
     d = sorted(p.samples.values())
     assert d[-1] / d[0] < 1.01, p.samples
+
+
+def test_fit_simulated_picks_the_point_the_rows_and_ratios_agree_with():
+    """--fit-simulated's choice (no simulation here: two made-up points of 12 rows). Point 0's cycles
+    are the truth the measured times come from (launch 3 us, derate 0.75); point 1 differs only on the
+    'mapping on' row of each of the 3 runs (10% fewer cycles), as a placement constant would move it.
+    Both the all-rows choice and a fold holding out one run's rows must pick point 0, and recover the
+    post-simulation constants; point 1 mispredicts each run's on/off ratio (up to 1 / 0.9 - 1 = +11%,
+    less the launch overhead's share)."""
+    sys.path[:0] = [str(ROOT / "benchmarks")]
+    import model_accuracy as MA
+    from flyasm.perf import calibrate as C
+    from flyasm.perf import params as P
+    rng = np.random.default_rng(20)
+    truth = P.Params().with_(launch_us=3.0, clock_derate=0.75)
+    n = 12
+    cycles = rng.uniform(5e3, 5e6, n)         # 3 us of launch is a good share of the short rows
+    active = rng.uniform(0.3, 1.0, n)
+    meta = [dict(author="flydsl", run=f"r{i // 2}" if i < 6 else "", flops=1e12, label=f"b{i % 2}", shape=f"s{i}")
+            for i in range(n)]
+
+    def rows_of(cyc):
+        return [C.Row(f"row{i}", "t", cyc[i], 0.0, 1.0, "", active[i]) for i in range(n)]
+    meas = C.predict_us(rows_of(cycles), truth)
+    on = np.array([i < 6 and i % 2 == 1 for i in range(n)])
+    points = []
+    for k, cyc in enumerate([cycles, np.where(on, 0.9 * cycles, cycles)]):
+        rows = rows_of(cyc)
+        for r, m in zip(rows, meas):
+            r.measured_us = float(m)
+        points.append((P.Params().with_(wg_jitter=0.04 + 0.01 * k), rows))
+    k, fitted = MA.choose(points, meta, range(n))
+    assert k == 0 and fitted.launch_us == pytest.approx(3.0, abs=0.01)
+    assert fitted.clock_derate == pytest.approx(0.75, abs=0.002)
+    k, fitted, pred = MA.held_out(points, meta, [0, 1])
+    assert k == 0 and pred[0] == pytest.approx(meas[0], rel=1e-3)
+    errs = MA.ratio_errors(points[1][1], C.predict_us(points[1][1], truth), meta)
+    assert len(errs) == 3 and all(0.02 < e < 1 / 0.9 - 1 for e in errs)

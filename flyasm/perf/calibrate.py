@@ -4,9 +4,9 @@ A row is what the CU simulation gave (nominal-clock cycles, compulsory DRAM byte
 measured microseconds. The free constants (params.FITTED: launch overhead, sustained clock
 fraction with every CU busy, achievable HBM fraction) enter after the simulation, so a fit never re-simulates. The
 objective is the sum of squared log(pred/meas): relative error, symmetric in over/under.
-The two constants of the placement model (params.FITTED_SIMULATED: refetch_latency, wg_jitter) act
-before the simulation; benchmarks/model_accuracy.py --fit-placement searches a grid of them, fitting
-these three for each pair."""
+The constants params.FITTED_SIMULATED (the placement's refetch_latency and wg_jitter, the L2's atomic
+rate) act in the simulation; benchmarks/model_accuracy.py --fit-simulated searches a grid of them,
+fitting these three for each point."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 FITTED = ("launch_us", "clock_derate", "hbm_efficiency")
-# fitted too, but before the simulation (they move the timeline and the latencies): set by
-# calibrate.fit_placement's search, not by the post-simulation fit
-FITTED_SIMULATED = ("refetch_latency", "wg_jitter")
+# fitted too, but in the simulation (they move the timeline, the latencies, the atomics' pace): set by
+# a search over their values (benchmarks/model_accuracy.py --fit-simulated), not by the post-simulation fit
+FITTED_SIMULATED = ("refetch_latency", "wg_jitter", "l2_atomic_dwords_per_clk")
 STORE = Path(__file__).with_name("params.json")
 
 
@@ -61,7 +61,7 @@ class Params:
     # backward and its split-K GEMMs' atomic epilogues (benchmarks/model_accuracy.md)
     l2_atomic_dwords_per_clk: float = 192.0
     cu_atomic_dwords_per_clk: float | None = None   # one CU's share; None: every CU busy (model sets it)
-    # ---- fitted before the simulation (calibrate.fit_placement) -------------------------------
+    # ---- fitted in the simulation (FITTED_SIMULATED) -----------------------------------------
     # cycles a read of shared data waits beyond vmem_latency when HBM serves it again (the MALL
     # evicted what an earlier workgroup fetched). L2 and MALL hits and first reads (GEMM operands,
     # Q tiles) keep vmem_latency: the GEMM rows leave no room for more (model_accuracy.md)
