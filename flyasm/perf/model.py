@@ -151,18 +151,23 @@ def predict(co: bytes, grid, block, kernarg, buffers: dict | None = None, *, ker
 
 def footprint_of(co: bytes, tr, grid, block, probe: dict | None):
     """perf.footprint.probe of the real launch, each wave running as far as the recorded waves' first
-    access to every buffer they load from; None without a probe launch or a trace that names buffers."""
+    access to every buffer they load from (not to what they only write: an output stored after the
+    main loop would run the whole loop); None without a probe launch or a trace that names buffers."""
+    from ..emu import load_program
     from .footprint import probe as run_probe
-    if probe is None or not probe.get("buffers") or not any(getattr(tr, "buffers", None) or []):
+    names = getattr(tr, "buffers", None) or []
+    if probe is None or not probe.get("buffers") or not any(names):
         return None                          # no launch to probe, or no buffers to place
+    if any(w.get("buf") is None for w in tr.waves):
+        return None
+    loads = {i for i, n in enumerate(names) if n in _load_buffers(load_program(co, tr.kernel), tr.waves, names)}
     quota = 1
     for w in tr.waves:
-        buf = w.get("buf")
-        if buf is None:
-            return None
+        buf = w["buf"]
         vm = np.flatnonzero(buf >= 0)
-        first = np.unique(buf[vm], return_index=True)[1]
-        quota = max(quota, int(first.max()) + 1 if len(first) else 1)
+        first_of, first = np.unique(buf[vm], return_index=True)
+        first = [f for b, f in zip(first_of.tolist(), first.tolist()) if b in loads]
+        quota = max(quota, max(first) + 1 if first else 1)
     return run_probe(co, tr.kernel, grid, block, probe["kernarg"], probe.get("buffers") or {}, quota)
 
 
