@@ -65,13 +65,20 @@ def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
     scale = L["loop_scale"]
     if callable(scale):             # keyed by its values at the samples (a function's repr is its address)
         scale = tuple(scale(wg[axis] / max(tg[axis] - 1, 1)) for wg in sample_plan(tg, axis)[0])
+    # keyed without the fitted constants, then by the values of those of params.FITTED_SIMULATED the
+    # row's simulation used (recorded at its first simulation): a search over them re-simulates only
+    # the rows they reach (the atomic rate: kernels with atomics; the placement's: shared streams)
     key = hashlib.sha256(repr((hashlib.sha256(L["co"]).hexdigest(), L["kernel"], L["grid"], L["trace_grid"],
                                scale, kah, sorted((k, v if isinstance(v, int) else v.nbytes)
                                                   for k, v in L["buffers"].items()),
-                               p.with_(**{n: 0 for n in P.FITTED}), MODEL_SOURCE, axis,
+                               p.with_(**{n: 0 for n in P.FITTED + P.FITTED_SIMULATED}), MODEL_SOURCE, axis,
                                getattr(wg_map, "__qualname__", None))).encode()).hexdigest()
-    if key in cache:
-        return tuple(cache[key])
+
+    def with_values(uses):
+        return key + repr([(n, getattr(p, n)) for n in uses])
+    uses = cache.get(key + ":uses")
+    if uses is not None and with_values(uses) in cache:
+        return tuple(cache[with_values(uses)])
     samples, wgs = sample_plan(tg, axis, wg_map)
     tr = capture(L["co"], tg, L["block"], L["kernarg"], L["buffers"], workgroups=wgs, kernel=L["kernel"])
     g = tuple(L["grid"]) + (1,) * (3 - len(L["grid"]))
@@ -79,7 +86,8 @@ def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
         {"kernarg": L["kernarg"], "buffers": L["buffers"]} if tg == g else None))
     run = simulate_grid(L["co"], L["kernel"], tr, samples, tg, g, L["block"], L["loop_scale"], p, tile_axis=axis,
                         wg_map=wg_map, footprint=fp)
-    cache[key] = (run.cycles, run.active)
+    cache[key + ":uses"] = list(run.uses)
+    cache[with_values(run.uses)] = (run.cycles, run.active)
     return run.cycles, run.active
 
 

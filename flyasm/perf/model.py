@@ -188,6 +188,7 @@ class GridRun:
     program: object
     active: float = 1.0         # mean fraction of the device's workgroup slots busy over the makespan
     levels: object = None       # shared bytes served by L2, MALL, HBM again, HBM first (placement)
+    uses: tuple = ()            # the params.FITTED_SIMULATED constants the result depends on
 
 
 _SIM_CACHE: dict = {}
@@ -340,7 +341,9 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
             for sid, bz in r.busy.items()}
     stalls = sorted(((i, prog.insts[i].pc, prog.insts[i].text(), prog.insts[i].loc, row) for i, row in
                      r.stalls.items()), key=lambda t: -sum(v for kk, v in t[4].items() if kk != "issued"))
-    return GridRun(cycles, g, resident, durs, simd, stalls, prog, active, fractions)
+    uses = (("l2_atomic_dwords_per_clk",) if any(static.atomic) else ()) + \
+        (("refetch_latency", "wg_jitter") if fractions is not None and streams.key.shape[1] else ())
+    return GridRun(cycles, g, resident, durs, simd, stalls, prog, active, fractions, uses)
 
 
 def _load_buffers(prog, waves, names) -> set:
