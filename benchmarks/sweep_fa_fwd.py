@@ -89,8 +89,19 @@ def perf_launch(kern, causal, batch, heads, seqlen, heads_k=None):
     scale = (nt + 1) / (n0 + 1) if causal else seqlen / s0
     hk = heads if heads_k is None else heads_k
     dram = 2 * batch * seqlen * row * (heads + hk) + 4 * batch * heads * seqlen
+    # the real launch, [batch, seqlen, heads, 128] (aiter's BSHD), for the placement model's probe
+    full = {"seqlen_q": seqlen, "seqlen_k": seqlen, "q_ss": heads * row, "q_ts": 256 * heads * row, "q_hs": row,
+            "q_bs": seqlen * heads * row, "k_ss": hk * row, "k_hs": row, "k_bs": seqlen * hk * row,
+            "v_ss": hk * row, "v_hs": row, "v_bs": seqlen * hk * row, "o_ss": heads * row, "o_hs": row,
+            "o_bs": seqlen * heads * row, "lse_hs": 4 * seqlen, "gqa": heads // hk, "q_head_num": heads}
+
+    def full_kernarg(addrs):
+        return kernarg(dict(full, **addrs))
+    full_bufs = {"q": batch * seqlen * heads * row, "k": batch * seqlen * hk * row, "v": batch * seqlen * hk * row,
+                 "o": batch * seqlen * heads * row, "lse": 4 * batch * heads * seqlen}
     return {"grid": aiter_grid(seqlen, heads, batch, 256, causal), "block": 512, "kernarg": kernarg,
             "buffers": bufs, "trace_grid": aiter_grid(s0, 1, 1, 256, causal), "loop_scale": scale, "dram_bytes": dram,
+            "probe": {"kernarg": full_kernarg, "buffers": full_bufs},
             **({"wg_map": kern.wg_map} if getattr(kern, "wg_map", None) else {})}
 
 

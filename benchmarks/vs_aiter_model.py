@@ -53,7 +53,8 @@ def predict_launch(L: dict, p):
     """perf.predict of a launch as the launchers (aiter_launch / flydsl_launch .row_launch) describe it."""
     return predict(L["co"], L["grid"], L["block"], L["kernarg"], L["buffers"], kernel=L["kernel"],
                    trace_grid=L["trace_grid"], loop_scale=L["loop_scale"], dram_bytes=L["dram_bytes"],
-                   flops=L["flops"], params=p, tile_axis=L.get("tile_axis", 0), wg_map=L.get("wg_map"))
+                   flops=L["flops"], params=p, tile_axis=L.get("tile_axis", 0), wg_map=L.get("wg_map"),
+                   probe=L.get("probe"))
 
 
 def shape_row(mask, b, hq, hk, s) -> dict:
