@@ -443,7 +443,7 @@ def test_atomics_queue_for_the_cus_share_of_the_l2_atomic_rate(op):
     st = _atomic_kernel(n, "global_store_dword")
     trs = capture(st, 1, 64, cache=False, **_atomic_args(n))
     ps = load_program(st)
-    p = PARAMS.with_(cu_atomic_dwords_per_clk=1.0)
+    p = PARAMS.with_(cu_atomic_dwords_per_clk=1.0, cu_hbm_bytes_per_clk=1e9)    # HBM's share: the tests below
     assert simulate(ps, Static.of(ps, p), [trs.waves], [[0]], p).cycles == cycles(1e9)
 
 
@@ -495,3 +495,47 @@ def test_a_shared_read_hbm_serves_again_costs_refetch_latency_per_dependent_load
     assert evicted.cycles - cached.cycles == n * 3000
     free = predict(co, grid, 64, **args, params=p.with_(l2_bytes=0, mall_bytes=0, refetch_latency=0), dram_bytes=0)
     assert free.cycles == cached.cycles
+
+
+def test_stores_queue_for_the_cus_share_of_hbm_bandwidth():
+    """8 stores of 64 lanes x 4 bytes (256 bytes each) issue a turn apart, each holding the memory port
+    4 cycles (2 lines x 128 B at 64 B/clk). Their bytes then go to memory at the CU's share of HBM:
+    at 1 byte per cycle 256 cycles a store, so the last completes 4 + 8 x 256 cycles after the first
+    issue instead of 8 x 4 (the port's pace): the wave, which ends when its stores have, ends
+    252 x 8 + 4 cycles later (the atomic test's arithmetic with 256 cycles for 64). At 16 bytes per
+    cycle 16 cycles a store; at 64 the port's pace, only the last store's 4 cycles add to its latency.
+    Atomics of the same bytes do not queue there (their L2 rate bounds them)."""
+    n = 8
+    co = _atomic_kernel(n, "global_store_dword")
+    tr = capture(co, 1, 64, cache=False, **_atomic_args(n))
+    prog = load_program(co)
+
+    def cycles(rate, co_tr=(prog, tr)):
+        pr, t = co_tr
+        p = PARAMS.with_(cu_hbm_bytes_per_clk=rate)
+        return simulate(pr, Static.of(pr, p), [t.waves], [[0]], p).cycles
+    assert cycles(1.0) - cycles(1e9) == (256 - 4) * n + 4
+    assert cycles(16.0) - cycles(1e9) == (16 - 4) * n + 4
+    assert cycles(64.0) - cycles(1e9) == 4
+    at = _atomic_kernel(n)
+    atomics = (load_program(at), capture(at, 1, 64, cache=False, **_atomic_args(n)))
+    assert cycles(1.0, atomics) == cycles(1e9, atomics)
+
+
+def test_a_cus_share_of_hbm_is_the_device_bandwidth_over_the_busy_cus():
+    """HBM at 4096 bytes per cycle (hbm_tb_s 9.8304 at 2.4 GHz): one workgroup alone stores faster
+    than its port (no cost), 128 on 128 CUs have 32 bytes per cycle each (8 cycles a 256-byte store),
+    256 on every CU 16 (16 cycles): 4 n + 4 and 12 n + 4 cycles more than alone (the test above's
+    arithmetic). This is what prices a short attention's O tiles: every workgroup of a round writes
+    its tile at its end."""
+    from flyasm.perf.model import predict
+    n = 8
+    co = _atomic_kernel(n, "global_store_dword")
+    p = PARAMS.with_(hbm_tb_s=9.8304, launch_us=0.0)
+    assert p.hbm_bytes_per_clk == pytest.approx(4096)
+
+    def cycles(grid):
+        return predict(co, grid, 64, params=p, dram_bytes=0, trace_grid=1, **_atomic_args(n)).cycles
+    alone = cycles(1)
+    assert cycles(128) - alone == 4 * n + 4
+    assert cycles(256) - alone == 12 * n + 4

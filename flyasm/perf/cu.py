@@ -33,6 +33,13 @@ is re-queued (lazy list scheduling). Facts and assumptions (every number is in p
   for its share of the L2s' atomic rate (params.l2_atomic_dwords_per_clk over the CUs the launch keeps
   busy; one dword read-modify-write per active lane and dword), and complete vmem_latency after the
   L2 has performed them.
+* Stores: the bytes a VMEM store writes (its active lanes' bytes: the L2 merges a line's partial
+  writes before the line goes to memory) must reach memory, so after the port they queue for the
+  CU's share of HBM bandwidth (params.hbm_bytes_per_clk over the CUs the launch keeps busy: a
+  workgroup writes its tile of results when it ends, as do the others of its round, which started
+  with it) and complete vmem_latency later. A wave ends when its memory operations have completed
+  (LLVM SIInsertWaitcnts: S_ENDPGM may have to wait for outstanding VMEM stores; gfx11 and later
+  send a message to release the VGPRs before). Atomics are not stores here (their L2 rate bounds them).
 * s_barrier releases all waves of the workgroup one cycle after the last arrives.
 """
 from __future__ import annotations
@@ -77,6 +84,7 @@ class Static:
     nops: list
     prio: list
     atomic: list           # a VMEM read-modify-write (performed at the L2)
+    store: list            # a VMEM store: its bytes must reach memory
 
     @staticmethod
     def depends_on(p) -> tuple:
@@ -85,7 +93,7 @@ class Static:
 
     @classmethod
     def of(cls, program, p) -> "Static":
-        st = cls([], [], [], [], [], [], [], [], [], [])
+        st = cls([], [], [], [], [], [], [], [], [], [], [])
         for inst in program.insts:
             k = KINDS.get(classify(inst), "salu")
             st.kind.append(k)
@@ -114,6 +122,7 @@ class Static:
                 pr = next((op.value for op in inst.operands if isinstance(op, Imm)), 0)
             st.prio.append(int(pr))
             st.atomic.append(k == "vmem" and inst.info.get("mem") == "atomic")
+            st.store.append(k == "vmem" and inst.info.get("mem") == "store")
         return st
 
 
@@ -163,8 +172,9 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             ids.append(w.wid)
             waves.append(w)
         wg_waves.append(ids)
-    K, ISS, PAS, RD, WR, CH, WT, NOP, PR, AT = (static.kind, static.issue, static.passes, static.reads, static.writes,
-                                                 static.chain_c, static.wait, static.nops, static.prio, static.atomic)
+    K, ISS, PAS, RD, WR, CH, WT, NOP, PR, AT, STO = (static.kind, static.issue, static.passes, static.reads,
+                                                      static.writes, static.chain_c, static.wait, static.nops,
+                                                      static.prio, static.atomic, static.store)
     nsimd = 4
     turn = p.issue_turn
     port = [{"mfma": 0, "valu": 0, "salu": 0, "branch": 0} for _ in range(nsimd)]
@@ -173,6 +183,8 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
     vm_cyc_per_byte = 1.0 / p.cu_bytes_per_clk
     at_free = 0.0                    # when the L2s finish this CU's atomics issued so far
     at_cyc_per_dword = 1.0 / (p.cu_atomic_dwords_per_clk or p.l2_atomic_dwords_per_clk / p.n_cu)
+    hbm_free = 0.0                   # when memory has taken this CU's stored bytes so far
+    hbm_cyc_per_byte = 1.0 / (p.cu_hbm_bytes_per_clk or p.hbm_bytes_per_clk / p.n_cu)
     busy = [{"mfma": 0, "valu": 0} for _ in range(nsimd)]
     stalls: dict = {}
     bar_arrived: dict = {}
@@ -284,6 +296,9 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
                 at_free = max(at_free, vm_free) + int(w.cost[w.i]) / 4 * at_cyc_per_dword
                 if int(at_free) + lat > done:
                     done, by_atomics = int(at_free) + lat, True
+            if STO[i]:                   # the stored bytes go on to memory at the CU's share of HBM
+                hbm_free = max(hbm_free, vm_free) + int(w.cost[w.i]) * hbm_cyc_per_byte
+                done = max(done, int(hbm_free) + lat)
             if w.vm and w.vm[-1] > done:
                 done, by_atomics = w.vm[-1], w.vm_at[-1]
             w.vm.append(done)

@@ -13,10 +13,14 @@ taken to equal the first and the last to differ by what its sample shows: the re
 M tail; split-K's last split, which in aiter's bf16 GEMMs gets K's remainder: 80 K-steps over 13
 splits run 6 each and 8 on the last, seen in the emulator). Each sample runs on one CU with as many
 copies of itself as occupancy and the grid allow (co-resident workgroups staggered by wg_stagger
-cycles), so the port contention of a full CU is in its duration. A main loop longer than recorded
-(loop_scale f > 1) costs d1 + (f W1 - W1) (d2 - d1) / (W2 - W1): the recorded run (duration d1,
-MFMA work W1) and one with about twice the work (trace.scale_loops adds main-loop iterations: d2, W2)
-give the steady-state cost per unit of work, so a long sequence costs no more to price. W is measured,
+cycles), so the port contention of a full CU is in its duration; its stores queue for the CU's share
+of HBM bandwidth (perf.cu: HBM's bytes per cycle over the CUs the launch keeps busy), so a short
+workgroup that writes its results at its end, as every other one of its round does, pays for the
+device's write bandwidth (attention at seqlen 256-1024: a 64 KB O tile per 256 rows, 17 MB per round
+of 256 workgroups). A main loop longer than recorded (loop_scale f > 1) costs
+d1 + (f W1 - W1) (d2 - d1) / (W2 - W1): the recorded run (duration d1, MFMA work W1) and one with
+about twice the work (trace.scale_loops adds main-loop iterations: d2, W2) give the steady-state
+cost per unit of work, so a long sequence costs no more to price. W is measured,
 not assumed: scale_loops adds whole iterations, so the x2 run adds 0.96x or 1.08x the recorded work
 when iterations are 2 or 6 key steps (a bias of -4% to +8% in d2 - d1 otherwise). W sums the MFMA
 pipe cycles of all the workgroup's waves: the SIMDs' pipes are shared by the waves placed on them
@@ -223,10 +227,12 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
         prog.__dict__["_perf_static"] = static
     static = static[1]
     # a program without atomics runs alike at any share of the L2's atomic rate (its runs stay shared);
+    # the busy CUs share HBM's bandwidth for what they store;
     # the CU runs read none of the constants the placement or the calibration apply (their runs stay
     # shared across a search over those: refetch_latency reaches them as the streams' latencies)
     pc = p.with_(cu_bytes_per_clk=min(p.cu_bytes_per_clk, p.l2_hit_bytes_per_clk / active_cu),
                  cu_atomic_dwords_per_clk=p.l2_atomic_dwords_per_clk / active_cu if any(static.atomic) else None,
+                 cu_hbm_bytes_per_clk=p.hbm_bytes_per_clk / active_cu,
                  **{n: getattr(_DEFAULTS, n) for n in _NOT_READ_BY_CU})
     ax = tile_axis
     work = np.asarray(static.passes, float)     # loops scale so that the MFMA work grows by the factor

@@ -61,6 +61,7 @@ class Params:
     # backward and its split-K GEMMs' atomic epilogues (benchmarks/model_accuracy.md)
     l2_atomic_dwords_per_clk: float = 192.0
     cu_atomic_dwords_per_clk: float | None = None   # one CU's share; None: every CU busy (model sets it)
+    cu_hbm_bytes_per_clk: float | None = None       # one CU's share of HBM for its stores; None: every CU busy
     # ---- fitted in the simulation (FITTED_SIMULATED) -----------------------------------------
     # cycles a read of shared data waits beyond vmem_latency when HBM serves it again (the MALL
     # evicted what an earlier workgroup fetched). L2 and MALL hits and first reads (GEMM operands,
@@ -82,6 +83,13 @@ class Params:
         filling half the CUs (attention b1 h32 s1024, 128 workgroups) runs a workgroup about 20%
         faster than one filling them all (b8, 1024 workgroups), with the same per-workgroup work."""
         return self.clock_ghz * 1e3 * (1.0 - (1.0 - self.clock_derate) * active)
+
+    @property
+    def hbm_bytes_per_clk(self) -> float:
+        """HBM bytes per engine cycle, the data sheet's 8 TB/s at its 2.4 GHz peak clock: 3333. The
+        simulation counts cycles before the fitted clock applies; at a sustained clock below the peak
+        a cycle moves more, so stores are priced at the slowest pace the share can have."""
+        return self.hbm_tb_s * 1e3 / self.clock_ghz
 
     def to_dict(self) -> dict:
         return asdict(self)
