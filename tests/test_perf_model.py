@@ -315,6 +315,23 @@ def test_long_loop_is_priced_by_the_work_simulated_not_by_whole_iterations():
         assert abs(cycles(4, f) - (base + 7 * f * mfma)) <= 1, f     # cycles are whole (floor)
 
 
+def test_a_loop_shorter_than_recorded_is_priced_on_the_same_line():
+    """loop_scale f < 1 (a recorded loop longer than the problem's): the steady state's cost per unit
+    of work, from the x1 and x2 runs, is taken off instead of added. The kernel of the test above,
+    recorded with n = 11 (21 MFMAs) and priced at f = 7/21 and 15/21, costs what the runs with n = 4
+    and n = 8 (7 and 15 MFMAs) cost; unscaled (the recorded length) it would cost 14 and 6 MFMAs more."""
+    import struct
+    from flyasm.perf.model import predict
+    co = _pipelined_kernel(body=2).build().co
+    p = PARAMS.with_(launch_us=0.0)
+
+    def cycles(n, f=1.0):
+        return predict(co, 1, 64, struct.pack("<I", n) + bytes(12), params=p, dram_bytes=0, loop_scale=f).cycles
+    assert abs(cycles(11, 7 / 21) - cycles(4)) <= 1
+    assert abs(cycles(11, 15 / 21) - cycles(8)) <= 1
+    assert cycles(11) - cycles(4) == 14 * 4 * 4
+
+
 def _mfma_countdown(k: Kernel):
     """s20 dependent MFMAs (16 cycles each), then the end (one per workgroup per CU: 96 KB LDS)."""
     k.label("top")

@@ -17,7 +17,7 @@ cycles), so the port contention of a full CU is in its duration; its stores queu
 of HBM bandwidth (perf.cu: HBM's bytes per cycle over the CUs the launch keeps busy), so a short
 workgroup that writes its results at its end, as every other one of its round does, pays for the
 device's write bandwidth (attention at seqlen 256-1024: a 64 KB O tile per 256 rows, 17 MB per round
-of 256 workgroups). A main loop longer than recorded (loop_scale f > 1) costs
+of 256 workgroups). A main loop longer or shorter than recorded (loop_scale f != 1) costs
 d1 + (f W1 - W1) (d2 - d1) / (W2 - W1): the recorded run (duration d1, MFMA work W1) and one with
 about twice the work (trace.scale_loops adds main-loop iterations: d2, W2) give the steady-state
 cost per unit of work, so a long sequence costs no more to price. W is measured,
@@ -25,7 +25,10 @@ not assumed: scale_loops adds whole iterations, so the x2 run adds 0.96x or 1.08
 when iterations are 2 or 6 key steps (a bias of -4% to +8% in d2 - d1 otherwise). W sums the MFMA
 pipe cycles of all the workgroup's waves: the SIMDs' pipes are shared by the waves placed on them
 (ping-pong puts two on one SIMD), so the workgroup's work, not one wave's, is what its time follows.
-f between 1 and 2 is interpolated on the same line (a run at f itself would round the same way).
+f between 1 and 2 is interpolated on the same line (a run at f itself would round the same way), f
+below 1 extrapolated down it: the recorded prologue and epilogue stay whole, the loop's steady cost
+is taken off (aiter's forward recorded at seqlen 1024 priced at f = 0.5 costs what its record at 512
+costs, to the cycle; unscaled it cost 65% more).
 Samples whose streams are identical are simulated once.
 Dispatch (perf.placement): workgroup i goes to XCD i mod 8 (x fastest), each XCD gives its next
 workgroup its earliest-free slot; the makespan is the last end (rounds and the tail round fall out of
@@ -278,7 +281,7 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
                                       sum(stream_work(w, work) for w in ws), r, _bytes_by_buffer(ws, names))
                 return _RUN_CACHE[rk]
             d, w1, r, nb = run_at(1.0)
-            if f > 1.0:     # steady state: the loop's cost per unit of work from x1 and x2, linear in work
+            if f != 1.0:    # steady state: the loop's cost per unit of work from x1 and x2, linear in work
                 d2, w2, r, nb2 = run_at(2.0)
                 # no MFMA work added (no loop, or a loop without MFMAs, scaled by iterations): per unit of scale
                 k = (f - 1.0) * (w1 / (w2 - w1) if w2 > w1 else 1.0)
