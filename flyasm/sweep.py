@@ -130,9 +130,10 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 
 def source_digest(builder: Path, sources=()) -> str:
-    """Hash of what a variant's bytes can depend on: every .py beside the builder (its helpers) and
-    in the grid file's SOURCES (files or directories), flyasm's sources, the instruction tables and
-    the toolchain version."""
+    """Hash of what a variant's bytes and prediction can depend on: every .py beside the builder (its
+    helpers) and in the grid file's SOURCES (files or directories), flyasm's sources and data files
+    (the perf model's params.json: a refit alone changes every prediction), the instruction tables
+    and the toolchain version."""
     from .asm.toolchain import find_toolchain
     h = hashlib.sha256(CACHE_VERSION.encode() + b"\0" + find_toolchain().version.encode())
     files = sorted(builder.resolve().parent.glob("*.py"))
@@ -140,6 +141,7 @@ def source_digest(builder: Path, sources=()) -> str:
         x = Path(extra)
         files += sorted(x.glob("*.py")) if x.is_dir() else [x]
     files += sorted(Path(__file__).parent.rglob("*.py"))
+    files += sorted(Path(__file__).parent.rglob("*.json"))     # the perf model's fitted constants (params.json)
     tables = _ROOT / "isa_tables"
     if tables.is_dir():
         files += sorted(p for p in tables.rglob("*") if p.is_file())
