@@ -10,7 +10,7 @@ each lever moved alone over the values it builds with, for each mode of aiter's 
                                                                        no mask / causal top-left)
 at aiter's figure shape (batch 8, 64/8 heads, seqlen 8192), and the same names + _B16 at batch 16,
 64 heads, seqlen 8192; HEAD_<mode>[_B16]: the default and the levers of HEADLINE only (a re-run on a
-new model). The levers (fa_bwd's docstring): the schedule's AHEAD (MFMAs the LDS operands are read
+new model); COMBO_<mode>[_B16]: the default and the pairs of COMBOS. The levers (fa_bwd's docstring): the schedule's AHEAD (MFMAs the LDS operands are read
 ahead), WAIT_SPAN, DMA_SPREAD, STATS_SPREAD, REREAD_DV, DQ_EVERY, BARRIER_EARLY, NEXT_EARLY, NEXT_K,
 FEED_FIT, FEED_CARRY, SLOT (issue cycles the shadow gets under each MFMA; 0: the softmax, dS, DMAs
 and atomics between the MFMAs instead of under them), XCD_MAP (each XCD runs whole heads), and
@@ -51,11 +51,16 @@ VALUES = dict(ahead=(2, 3, 5), wait_span=(1, 3, 4), dma_spread=(0, 1, 3, 4), sta
               feed_fit=(True,), feed_carry=(4, 12, 24), slot=(0, 16, 20, 24, 32, 40), fold_scale=(False,),
               xcd_map=(True,))
 ONE_OFF = [{}] + [{n: x} for n, xs in VALUES.items() for x in xs]
-HEADLINE = [{}, dict(slot=0), dict(xcd_map=True), dict(reread_dv=False), dict(ahead=3), dict(dq_every=1)]
+# the rows a re-run on a new model starts from: the default, the interleave's baseline (slot 0), the
+# placement lever, a weak and the strongest move of the one-off grids, the best pair for causal a16
+HEADLINE = [{}, dict(slot=0), dict(xcd_map=True), dict(ahead=3), dict(next_early=3), dict(next_early=3, next_k=1)]
+# pairs and triples of the one-off grids' causal a16 gains (next_early, next_k, barrier_early)
+COMBOS = [{}, dict(next_early=3, barrier_early=2), dict(next_early=3, next_k=1),
+          dict(next_early=2, next_k=1, barrier_early=2), dict(next_early=3, next_k=1, barrier_early=2)]
 GRIDS = []
 for _shape in SHAPES:
     for _mode, _kw in MODES.items():
-        for _family, _levers in (("ONE_OFF", ONE_OFF), ("HEAD", HEADLINE)):
+        for _family, _levers in (("ONE_OFF", ONE_OFF), ("HEAD", HEADLINE), ("COMBO", COMBOS)):
             _name = f"{_family}_{_mode}" + ("" if _shape == "FIG" else f"_{_shape}")
             globals()[_name] = [dict(BASE, **_kw, **d, shape=_shape) for d in _levers]
             GRIDS += [_name] if _family == "ONE_OFF" else []
@@ -169,23 +174,27 @@ def grid_section(grid: str, res, terms: dict, checked: dict) -> tuple[list[str],
 
 
 def ranking(gains: dict) -> list[str]:
-    """Markdown: each lever's best value per grid and its gain, levers ranked by their best gain; then
-    every value's change in every grid."""
+    """Markdown: each lever's best value per grid and its change, levers ranked by their best change
+    (the gain), then by their worst (what the default's value is worth); then every value's change in
+    every grid."""
     cols = list(gains)
     values = sorted({lv for g in gains.values() for lv in g} - {"default"},
                     key=lambda lv: min(g.get(lv, 1.0) for g in gains.values()))
     by_lever: dict = {}
     for lv in values:
-        by_lever.setdefault(lv.split("=")[0], []).append(lv)
-    out = ["| lever | best change | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
+        by_lever.setdefault(lv.split("=")[0] if lv.count("=") == 1 else lv, []).append(lv)
+    rows = []
     for name, lvs in by_lever.items():
         cells = []
         for c in cols:
             have = [lv for lv in lvs if lv in gains[c]]
             b = min(have, key=lambda lv: gains[c][lv]) if have else None
-            cells.append(f"{b.split('=')[1]}: {gains[c][b]:+.2%}" if b else "")
-        best = min(gains[c].get(lv, 1.0) for c in cols for lv in lvs)
-        out.append(f"| {name} | {best:+.2%} | " + " | ".join(cells) + " |")
+            cells.append("" if not b else f"{gains[c][b]:+.2%}" if b == name else f"{b.split('=')[1]}: {gains[c][b]:+.2%}")
+        changes = [g[lv] for g in gains.values() for lv in lvs if lv in g]
+        rows.append((min(changes), max(changes), f"| {name} | {min(changes):+.2%} | {max(changes):+.2%} | "
+                     + " | ".join(cells) + " |"))
+    out = ["| lever | best change | worst change | " + " | ".join(cols) + " |", "|---|---|---|" + "---|" * len(cols)]
+    out += [r[2] for r in sorted(rows, key=lambda r: (round(r[0], 4), -r[1]))]
     out += ["", "Every value (variant / default − 1 of the main kernel):", "",
             "| value | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     out += [f"| {lv} | " + " | ".join(f"{g[lv]:+.2%}" if lv in g else "" for g in gains.values()) + " |"
@@ -216,7 +225,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     for grid in grids:
         shape = "B16" if grid.endswith("_B16") else "FIG"
-        mode = grid.removesuffix("_B16").removeprefix("ONE_OFF_").removeprefix("HEAD_")
+        mode = grid.removesuffix("_B16").removeprefix("ONE_OFF_").removeprefix("HEAD_").removeprefix("COMBO_")
         res = run_sweep(f"{__file__}:{grid}", None, top=args.top if shape == "FIG" else 0, jobs=args.jobs,
                         model="perf")
         mine = checked.setdefault(mode, {})
@@ -235,7 +244,8 @@ def main(argv=None) -> int:
             f"this run {time.time() - t0:.0f} s). FIG = aiter's figure shape, batch 8, 64/8 heads, seqlen 8192; "
             "B16 = batch 16, 64 heads, seqlen 8192; bf16, head dim 128.", "",
             "## Each lever moved alone (main-kernel time: variant / default − 1; negative = the variant is faster)",
-            "", "Levers ranked by their best gain over the grids.", ""]
+            "", "Levers ranked by their best change over the grids (the gain), then by their worst (what the "
+            "default's value is worth); per grid the lever's best value and its change.", ""]
     text += ranking(gains) + ["", notes, "", "## The grids", ""] + sections
     out.write_text("\n".join(text) + "\n")
     print(f"wrote {out}")
