@@ -231,7 +231,8 @@ def main(argv=None) -> int:
         mine = checked.setdefault(mode, {})
         mine.update({lever_of(r.params): (r.verified, r.verify.get("worst_err_over_bound"))
                      for r in res.rows if r.verified != "not-run"})
-        lines, gains[mode if shape == "FIG" else f"{mode} B16"] = grid_section(grid, res, call_terms(shape, mode), mine)
+        lines, g = grid_section(grid, res, call_terms(shape, mode), mine)
+        gains.setdefault(mode if shape == "FIG" else f"{mode} B16", {}).update(g)   # a mode's grids: one column
         sections += lines
         print("\n".join(lines), flush=True)
     out = Path(args.out)
