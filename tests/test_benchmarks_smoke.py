@@ -76,3 +76,21 @@ def test_corpus_smoke(tmp_path):
     for tool in cli:
         line = next(x for x in table.splitlines() if x.split()[:1] == [tool])
         assert line.split()[1] == "1" and line.rstrip().endswith("good/scale.co") and "FAILED" not in line
+
+
+def test_short_rows_smoke():
+    """benchmarks/short_rows.py on FlyDSL's table: its four short causal rows (two runs of FlyDSL beside
+    aiter), each broken down, and the two runs' ratios. A perfect balance is never longer than the
+    dispatch's makespan, and equals it for a grid of equal workgroups in whole rounds (aiter's pairs)."""
+    import re
+
+    import pytest
+    table = ROOT.parent / "shared" / "flydsl" / "measured"
+    if not table.exists():
+        pytest.skip("../shared/flydsl/measured is absent (FlyDSL's measured table)")
+    out = _run(["benchmarks/short_rows.py", str(table), "--max-seqlen", "512"])
+    spans = [(int(a), float(b)) for a, b in re.findall(r"makespan (\d+) cycles, perfect balance (\d+)", out)]
+    assert len(spans) == 4 and all(b <= a for a, b in spans)
+    aiter = [s for s, line in zip(spans, re.findall(r"^(\w+) \S+ B\d+", out, re.M)) if line == "aiter"]
+    assert len(aiter) == 2 and all(round(b) == a for a, b in aiter)
+    assert len(re.findall(r"^run flydsl#629-[ab]: flydsl over aiter speed ratio measured", out, re.M)) == 2

@@ -1,0 +1,128 @@
+"""Where the model puts a short row's time: each attention row at seqlen <= --max-seqlen, simulated
+as model_accuracy.py prices it, broken down (issue 20, short sequences).
+
+    python3 benchmarks/short_rows.py TABLE [...] [--max-seqlen 1024] [--set NAME=VALUE]
+                                     [--experiment reads-at-hbm-share]
+
+Per row: measured and predicted us (shipped params.json, nothing refitted), the grid, workgroups a
+CU slot runs (rounds), each sampled work item's cycles with its MFMA-pipe cycles per SIMD, the
+dispatch makespan against a perfect balance (every slot the same share of the summed durations),
+the fraction of CU slots busy and the clock it sets. Then, for rows measured in the same run, the
+predicted speed ratio against the measured one, as priced and with the makespan replaced by the
+perfect balance (what in-order dispatch costs the ratio).
+
+--experiment reads-at-hbm-share: every VMEM load also queues for the CU's share of HBM (as stores
+do, perf.cu), the upper bound of a round whose workgroups all start, and so all read, at once (L2 and
+MALL hits priced as HBM reads too). An experiment, not the model: the numbers of the rejected and
+open hypotheses in model_accuracy.md's short-sequence section.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import measured as MR  # noqa: E402
+from flyasm.perf import cu  # noqa: E402
+from flyasm.perf import params as P  # noqa: E402
+from flyasm.perf.capture import capture  # noqa: E402
+from flyasm.perf.model import finish, footprint_of, occupancy_of, sample_plan, simulate_grid  # noqa: E402
+
+
+def reads_at_hbm_share() -> None:
+    """The experiment: perf.cu treats every plain VMEM load as it treats a store (after the port, its
+    bytes queue for the CU's share of HBM)."""
+    of = cu.Static.of.__func__
+
+    def patched(cls, program, p):
+        st = of(cls, program, p)
+        st.store = [s or (k == "vmem" and not a and program.insts[i].info.get("mem") == "load")
+                    for i, (s, k, a) in enumerate(zip(st.store, st.kind, st.atomic))]
+        return st
+    cu.Static.of = classmethod(patched)
+
+
+def breakdown(L: dict, p: P.Params) -> dict:
+    """The GridRun of one launch and what it is made of."""
+    axis, wg_map = L.get("tile_axis", 0), L.get("wg_map")
+    tg = tuple(L["trace_grid"]) + (1,) * (3 - len(L["trace_grid"]))
+    g = tuple(L["grid"]) + (1,) * (3 - len(L["grid"]))
+    samples, wgs = sample_plan(tg, axis, wg_map)
+    tr = capture(L["co"], tg, L["block"], L["kernarg"], L["buffers"], workgroups=wgs, kernel=L["kernel"])
+    fp = footprint_of(L["co"], tr, g, L["block"], L.get("probe"))
+    run = simulate_grid(L["co"], L["kernel"], tr, samples, tg, g, L["block"], L["loop_scale"], p, tile_axis=axis,
+                        wg_map=wg_map, footprint=fp)
+    threads = int(np.prod(L["block"])) if not isinstance(L["block"], int) else L["block"]
+    n_wg = g[0] * g[1] * g[2]
+    slots = p.n_cu * run.resident
+    # the durations over the grid, summed: work items between samples are linear along the tile axis
+    # (model.py), so the mean of the sampled line times the count is the sum when the samples are the
+    # tile axis's ends and middle; the model's active fraction gives it exactly
+    summed = run.active * slots * run.cycles
+    return dict(run=run, grid=g, n_wg=n_wg, occupancy=occupancy_of(L["co"], run.program.name, threads),
+                rounds=n_wg / slots, balanced=summed / slots,
+                mfma=max(v["mfma"] for v in run.simd.values()) * max(run.samples.values()) if run.simd else 0.0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("tables", nargs="+")
+    ap.add_argument("--max-seqlen", type=int, default=1024)
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--experiment", choices=["reads-at-hbm-share"])
+    a = ap.parse_args(argv)
+    p = P.load()
+    for item in a.set:
+        name, _, value = item.partition("=")
+        if name not in P.Params.__dataclass_fields__:
+            ap.error(f"--set {item}: {name!r} is not a constant of perf.params.Params")
+        p = p.with_(**{name: type(getattr(p, name))(float(value))})
+    if a.experiment == "reads-at-hbm-share":
+        reads_at_hbm_share()
+        print("experiment: every VMEM load queues for the CU's HBM share")
+    idx = MR.co_index()
+    rows = []
+    for table, kind, r in MR.read_tables(a.tables):
+        if kind != "fmha" or int(r["seqlen_q"]) > a.max_seqlen:
+            continue
+        call = MR.row_call(kind, r, idx)
+        L = call["launches"][0]
+        b = breakdown(L, p)
+        run = b["run"]
+        pred = finish(run, L["dram_bytes"], p, call["flops"])
+        bal = finish(run.__class__(int(np.ceil(b["balanced"])), run.grid, run.resident, run.samples, run.simd,
+                                   run.stalls, run.program, 1.0), L["dram_bytes"], p)
+        meas = float(r["us"])
+        who = MR.author(r)
+        name = str(r.get("co_name") or r.get("kernelName")).removesuffix(".co")
+        rows.append(dict(run_id=r.get("run") or "", who=who, us=meas, pred=pred.us, bal=bal.us))
+        print(f"{who} {name} B{r['batch']} H{r['nhead_q']}/{r['nhead_k']} S{r['seqlen_q']}: measured {meas:.2f} us, "
+              f"predicted {pred.us:.2f} ({pred.us / meas - 1:+.1%})")
+        print(f"    grid {b['grid']} = {b['n_wg']} workgroups, {b['occupancy']} a CU, {b['rounds']:.2f} a slot; "
+              f"sampled cycles {sorted(set(round(v) for v in run.samples.values()))}, MFMA pipe "
+              f"{b['mfma']:.0f} cycles a SIMD in the longest")
+        print(f"    makespan {run.cycles} cycles, perfect balance {b['balanced']:.0f} "
+              f"({run.cycles / b['balanced'] - 1:+.1%}); busy {run.active:.3f}, clock {p.clock_mhz(run.active):.0f} MHz; "
+              f"balanced: {bal.us:.2f} us ({bal.us / meas - 1:+.1%})")
+    by_run: dict = {}
+    for x in rows:
+        if x["run_id"]:
+            by_run.setdefault(x["run_id"], []).append(x)
+    for rid, xs in by_run.items():
+        for i in range(len(xs)):
+            for j in range(i + 1, len(xs)):
+                f, s = xs[i], xs[j]
+                m, pr, pb = s["us"] / f["us"], s["pred"] / f["pred"], s["bal"] / f["bal"]
+                print(f"run {rid}: {f['who']} over {s['who']} speed ratio measured {m:.3f}, predicted {pr:.3f} "
+                      f"({pr / m - 1:+.1%}), with both makespans at a perfect balance {pb:.3f} ({pb / m - 1:+.1%})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
