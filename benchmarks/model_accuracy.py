@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import measured as MR  # noqa: E402
+from flyasm.asm.driver import atomic_write  # noqa: E402
 from flyasm.perf import calibrate as C  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.perf.capture import CACHE, capture  # noqa: E402
@@ -146,6 +147,15 @@ def ratio_table(title: str, rows, pred, meta, pairs=None) -> list[float]:
     return errs
 
 
+def save_rows_cache(cache: dict) -> None:
+    """Merge the entries another process wrote since we read the file (runs in several worktrees
+    share it), then replace the file whole: a concurrent reader never sees half a file."""
+    if ROWS_CACHE.exists():
+        cache.update({k: v for k, v in json.loads(ROWS_CACHE.read_text()).items() if k not in cache})
+    ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(ROWS_CACHE, json.dumps(cache))
+
+
 def simulate_all(entries, idx, base, keep_going: bool):
     """(rows, meta, failures): one calibrate.Row per predicted row, its author, run, FLOPs and label."""
     cache = json.loads(ROWS_CACHE.read_text()) if ROWS_CACHE.exists() else {}
@@ -173,11 +183,9 @@ def simulate_all(entries, idx, base, keep_going: bool):
                              shape=call.get("shape") or name))
             print(f"  [{time.time() - t0:6.0f} s] {name}: {' + '.join(str(c) for c, _, _ in parts)} cycles",
                   file=sys.stderr, flush=True)
-            ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
-            ROWS_CACHE.write_text(json.dumps(cache))
+            save_rows_cache(cache)
     finally:
-        ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
-        ROWS_CACHE.write_text(json.dumps(cache))
+        save_rows_cache(cache)
     print(f"{len(rows)} rows simulated in {time.time() - t0:.0f} s")
     return rows, meta, failed
 

@@ -184,3 +184,15 @@ def test_fit_simulated_picks_the_point_the_rows_and_ratios_agree_with():
     assert k == 0 and pred[0] == pytest.approx(meas[0], rel=1e-3)
     errs = MA.ratio_errors(points[1][1], C.predict_us(points[1][1], truth), meta)
     assert len(errs) == 3 and all(0.02 < e < 1 / 0.9 - 1 for e in errs)
+
+
+def test_rows_cache_keeps_what_another_run_wrote(tmp_path, monkeypatch):
+    """Runs in several worktrees share the cache: saving merges entries written since it was read."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import json
+
+    import model_accuracy as MA
+    monkeypatch.setattr(MA, "ROWS_CACHE", tmp_path / "rows.json")
+    (tmp_path / "rows.json").write_text(json.dumps({"other": [1], "same": [2]}))
+    MA.save_rows_cache({"same": [3], "mine": [4]})
+    assert json.loads((tmp_path / "rows.json").read_text()) == {"other": [1], "same": [3], "mine": [4]}
