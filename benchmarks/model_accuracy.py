@@ -2,6 +2,7 @@
 
     python3 benchmarks/model_accuracy.py DIR_OR_CSV [...] [--co-dir DIR ...] [--no-fit] [--keep-going]
                                          [--write-params] [--limit N] [--limit-table STEM=N] [--set NAME=VALUE]
+                                         [--fit-simulated NAME=V,V,... ...]
 
 Reads measured tables (benchmarks/measured.py: aiter's GEMM tuning tables and attention tables,
 FlyDSL's attention table with its author and run columns, any mix of authors in one table, aiter's
@@ -16,9 +17,14 @@ tables, and prints, for
   * training (fit on every row),
   * held out (fit on even rows, score odd rows, and the reverse; a backward table's rows count by
     shape: a16 and a32 of one shape fall in the same half, so each half holds both modes),
-  * attention cross-validation over seqlen (for each seqlen: fit on every other row, score its rows):
+  * attention cross-validation over seqlen (for each seqlen: fit on every other row, score its rows),
+  * each FlyDSL build held out (fit on every other row, score the build's rows and the within-run
+    ratios it takes part in), and the run of the longest rows held out likewise:
 median and p90 of |pred - meas| / meas and the Spearman rank correlation per table, per author and
-overall, and the five worst rows. With --no-fit it refits nothing: the rows are scored with the
+overall, and the five worst rows. --fit-simulated also searches the constants that act inside the
+simulation (params.FITTED_SIMULATED: the placement's refetch_latency and wg_jitter, the L2's atomic
+rate) over the given values: each point is simulated once, every fit above (and every held-out fold)
+picks its point on its own training rows by rows' plus within-run ratios' mean squared log error. With --no-fit it refits nothing: the rows are scored with the
 shipped flyasm/perf/params.json (how held-out rows are judged). Either way it then prints the
 within-run ratio table: for rows sharing a `run` (measured in the same run), each pair's predicted
 speed ratio against the measured one (FlyDSL/aiter; within one author, the later row over the
