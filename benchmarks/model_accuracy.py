@@ -24,7 +24,8 @@ median and p90 of |pred - meas| / meas and the Spearman rank correlation per tab
 overall, and the five worst rows. --fit-simulated also searches the constants that act inside the
 simulation (params.FITTED_SIMULATED: the placement's refetch_latency and wg_jitter, the L2's atomic
 rate) over the given values: each point is simulated once, every fit above (and every held-out fold)
-picks its point on its own training rows by rows' plus within-run ratios' mean squared log error. With --no-fit it refits nothing: the rows are scored with the
+picks its point on its own training rows by rows' plus within-run ratios' mean squared log error.
+With --no-fit it refits nothing: the rows are scored with the
 shipped flyasm/perf/params.json (how held-out rows are judged). Either way it then prints the
 within-run ratio table: for rows sharing a `run` (measured in the same run), each pair's predicted
 speed ratio against the measured one (FlyDSL/aiter; within one author, the later row over the
@@ -335,7 +336,7 @@ def fit_reports(points, meta, a) -> None:
     report("training: fit on all rows, scored on the same rows", rows, train, meta)
 
     def fold(test, label):
-        kk, pf, pred = held_out(points, meta, test)
+        _, pf, pred = held_out(points, meta, test)
         print(f"  fold {label}: " + ", ".join(f"{n}={getattr(pf, n):.4g}" for n in P.FITTED + P.FITTED_SIMULATED))
         return pred
 
