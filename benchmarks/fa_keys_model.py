@@ -73,7 +73,8 @@ def price(set_dir: str, mrow: dict, shape: tuple) -> dict:
     L = AL.row_launch("fmha", row, {mrow["co_name"]: (path, mrow)})
     t0 = time.time()
     pr = predict(L["co"], L["grid"], L["block"], L["kernarg"], L["buffers"], kernel=L["kernel"],
-                 trace_grid=L["trace_grid"], loop_scale=L["loop_scale"], dram_bytes=L["dram_bytes"], flops=L["flops"])
+                 trace_grid=L["trace_grid"], loop_scale=L["loop_scale"], dram_bytes=L["dram_bytes"], flops=L["flops"],
+                 probe=L.get("probe"))
     simd = list(pr.simd.values()) or [{}]
     return {"co": mrow["co_name"], "us": pr.us, "tflops": pr.tflops, "grid": list(pr.grid), "block": L["block"],
             "resident": pr.resident, "mfma_busy": sum(x.get("mfma", 0) for x in simd) / len(simd),
