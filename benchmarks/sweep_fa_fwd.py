@@ -9,6 +9,7 @@ Grids (keyword parameters of fa_fwd.build(); aiter's calling convention, bf16, 6
   LEVERS_NOMASK  / LEVERS_CAUSAL: the same, one mask each
   ONE_OFF_NOMASK / ONE_OFF_CAUSAL: the default and each lever changed alone (the perf model's grid:
                  each variant is an emulator run plus a CU simulation, ~1 min)
+  XCD_NOMASK     / XCD_CAUSAL: the default and xcd_map=False (the short grid on the placement model)
   SMALL          2 variants for a quick look
 The predictions are for the issue's shape, batch 16, 64 heads, seqlen 8192, head dim 128
 (workload(); with --model perf the CU timing model prices launch(), a recording at seqlen 1024 with
@@ -43,6 +44,10 @@ ONE_OFF = [{}, dict(pingpong=False), dict(split=False), dict(split=False, stagge
            dict(setprio=False), dict(q_prescale=True), dict(xcd_map=False)]
 ONE_OFF_NOMASK = [dict(BASE, causal=False, **d) for d in ONE_OFF]
 ONE_OFF_CAUSAL = [dict(BASE, causal=True, **d) for d in ONE_OFF]
+# the default and xcd_map=False: the one lever that moves reads between the XCDs' caches, the short
+# grid when the placement model's probe of the whole B16 grid (minutes a variant) makes ONE_OFF too long
+XCD_NOMASK = [dict(BASE, causal=False), dict(BASE, causal=False, xcd_map=False)]
+XCD_CAUSAL = [dict(BASE, causal=True), dict(BASE, causal=True, xcd_map=False)]
 
 
 LEVERS = _levers((False, True))
@@ -188,7 +193,7 @@ def main(argv=None) -> int:
         parts += [f"## {grid}: {res.rows[0].workload or grid} ({len(res.rows)} variants; * = build() defaults)", "",
                   "| " + " | ".join(head[i] for i in keep) + " |", "|" + "---|" * len(keep)]
         parts += ["| " + " | ".join(b[i] for i in keep) + " |" for b in body]
-        parts += _lever_gains(res.rows) if grid.startswith("ONE_OFF") else []
+        parts += _lever_gains(res.rows) if grid.startswith(("ONE_OFF", "XCD")) else []
         parts += ["", "Model assumptions:"] + [f"- {a}" for a in res.assumptions] + [""]
         print("\n".join(parts[-(len(body) + 6 + len(res.assumptions)):]))
     Path(args.out).write_text("\n".join(parts))

@@ -115,6 +115,13 @@ def line(mask, b, hq, hk, s, pr: dict, who=None, meas=None, us=None) -> str:
             f"{_tf(pr['ours'])} | {_ratio(pr['flydsl'], pr['aiter']):>9} {_ratio(pr['ours'], pr['aiter']):>10}")
 
 
+def levels_line(pr: dict) -> str:
+    """Where each author's shared reads (K and V) are served, by the placement model (perf.placement)."""
+    cells = [f"{w} " + "/".join(f"{x:.0%}" for x in pr[w].levels) for w in WHO
+             if pr.get(w) is not None and pr[w].levels is not None]
+    return "     shared bytes from L2/MALL/HBM again/HBM first: " + ("; ".join(cells) or "(not placed)")
+
+
 def main(argv=None) -> int:
     import pandas as pd
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
@@ -143,7 +150,7 @@ def main(argv=None) -> int:
                 pr["flydsl"] = predict_launch(FL.row_launch(r.to_dict(), idx), p)
             print(line(mask, b, hq, hk, s, pr, who, r["tflops"], r["us"]) + (f"   run {r['run']}" if "run" in r else ""))
             meas_points.append((who, mask, s, r["tflops"]))
-    print("constants: " + ", ".join(f"{n}={getattr(p, n):.3g}" for n in P.FITTED))
+    print("constants: " + ", ".join(f"{n}={getattr(p, n):.3g}" for n in P.FITTED + P.FITTED_SIMULATED))
     lines: dict = {}
     report_of: dict = {}
     seqlens = [int(x) for x in a.seqlens.split(",")]
@@ -153,6 +160,7 @@ def main(argv=None) -> int:
         for mask in (0, 2):
             pr = predict_all(idx, mask, B["batch"], B["nhead_q"], B["nhead_k"], B["seqlen"], p)
             print(line(mask, B["batch"], B["nhead_q"], B["nhead_k"], B["seqlen"], pr))
+            print(levels_line(pr))
             report_of[(B["batch"], mask)] = pr["ours"]
     b0 = BENCH[0]
     for mask in (0, 2):

@@ -85,7 +85,8 @@ def calibrated_prediction(batch: int = 16, heads: int = 64, seqlen: int = 8192) 
     from .perf import params as P
     p = P.load()
     out = [f"timing model (flyasm perf: emulator streams -> CU model -> 256 CUs; constants fitted on measured "
-           f"MI355X rows: " + ", ".join(f"{n} {getattr(p, n):.3g}" for n in P.FITTED) + "); a prediction, not a "
+           f"MI355X rows: " + ", ".join(f"{n} {getattr(p, n):.3g}" for n in P.FITTED + P.FITTED_SIMULATED) +
+           "); a prediction, not a "
            f"measurement:", f"  {f'batch {batch}, {heads} heads, seqlen {seqlen}, d 128 (TFLOPS)':<50}"
            f"{'aiter':>7} {'FlyDSL':>7} {'ours':>7}  ours/aiter"]
     shared = V.AL.SHARED.is_dir()
