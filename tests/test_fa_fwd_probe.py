@@ -24,7 +24,7 @@ def test_perf_launch_probe_streams(causal):
     k = fa_fwd.build("bf16", causal, 1, 1, aiter_args=True)
     assert k.wg_map is fa_grid.xcd_item
     co = k.build().co
-    L = sweep_fa_fwd.perf_launch(k, causal, batch, heads, seqlen)
+    L = sweep_fa_fwd.perf_launch(k, causal, batch, heads, seqlen, probe=True)
     g = tuple(L["grid"])
     fp = probe(co, k.name, g, L["block"], L["probe"]["kernarg"], L["probe"]["buffers"], quota=64, cache=False)
     z, y, x = np.indices(g[::-1]).reshape(3, -1)             # dispatch order, x fastest
