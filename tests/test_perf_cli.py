@@ -26,6 +26,9 @@ def test_perf_cli_prices_vector_add(tmp_path):
     assert r.exit_code == 0, r.output
     assert "predicted" in r.output and "us" in r.output and "stalls" in r.output
     assert "buffer_load_dwordx4" in r.output or "s_waitcnt" in r.output     # the stall table names instructions
+    from flyasm.perf.params import FITTED, FITTED_SIMULATED
+    fitted = next(line for line in r.output.splitlines() if line.startswith("fitted constants:"))
+    assert all(f"{n}=" in fitted for n in FITTED + FITTED_SIMULATED), fitted   # every constant params.json holds
 
 
 def test_perf_cli_bad_input_is_one_sentence(tmp_path):

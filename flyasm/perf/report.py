@@ -3,7 +3,7 @@ instructions that stalled longest (with the builder line from `.loc` when the pr
 from __future__ import annotations
 
 from .cu import CAUSES
-from .params import FITTED, Params
+from .params import FITTED, FITTED_SIMULATED, Params
 
 
 def format_prediction(pred, p: Params, top: int = 15) -> str:
@@ -13,7 +13,7 @@ def format_prediction(pred, p: Params, top: int = 15) -> str:
            f"DRAM {pred.dram_us:.2f} us; launch {pred.launch_us:.2f} us)",
            f"grid {pred.grid}, {pred.resident} workgroup(s) resident per CU over {p.n_cu} CUs; sampled workgroups "
            f"(x,y,z of the recorded grid: cycles) " + ", ".join(f"{w}: {d:.0f}" for w, d in sorted(pred.samples.items())),
-           "fitted constants: " + ", ".join(f"{n}={getattr(p, n):.3g}" for n in FITTED),
+           "fitted constants: " + ", ".join(f"{n}={getattr(p, n):.3g}" for n in FITTED + FITTED_SIMULATED),
            "", "per SIMD of the longest sample (fraction of its cycles):",
            f"{'simd':<6}{'mfma':>7}{'valu':>7}  idle by cause"]
     for s, row in sorted(pred.simd.items()):
