@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..asm.driver import atomic_write
 from ..errors import FlyasmError
 from .trace import VERSION, Recorder
 
@@ -92,8 +93,7 @@ def capture(co: bytes, grid, block, kernarg, buffers: dict | None = None, workgr
         tr.waves.append(s)
     tr.program = prog
     if cache:
-        CACHE.mkdir(parents=True, exist_ok=True)
         prog_keep, tr.program = tr.program, None
-        path.write_bytes(pickle.dumps(tr))
+        atomic_write(path, pickle.dumps(tr))          # runs in other worktrees read the same cache
         tr.program = prog_keep
     return tr

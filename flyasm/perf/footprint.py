@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..asm.driver import atomic_write
 from ..emu.memory import BASE, EmuError, Memory
 from .trace import LINE, _vmem_bytes
 
@@ -198,6 +199,5 @@ def probe(co: bytes, kernel: str | None, grid, block, kernarg, buffers: dict, qu
             hashes[name][ids[wi]] = int.from_bytes(hashlib.blake2b(lines.tobytes(), digest_size=7).digest(), "little")
     fp = Footprint(g, hashes)
     if cache:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(fp))
+        atomic_write(path, pickle.dumps(fp))          # runs in other worktrees read the same cache
     return fp
