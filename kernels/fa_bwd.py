@@ -242,11 +242,7 @@ class _Builder:
         The ~32 workgroups an XCD runs at a time are then key tiles of one head: they stream the same
         Q, dO, LSE and D rows in step (the XCD's L2 holds them once) and add into the same dQ rows."""
         k = self.k
-        k.s_add_u32(NKT, A["seqlen_k"], L.BLOCK_KV - 1)
-        k.s_lshr_b32(NKT, NKT, 8)
-        if self.passes > 1:
-            k.s_add_u32(NKT, NKT, 1)
-            k.s_lshr_b32(NKT, NKT, 1)                                   # tile pairs (aiter's causal grid)
+        G.tile_count(k, NKT, A["seqlen_k"], L.BLOCK_KV, pairs=self.passes > 1)   # key tiles or tile pairs
         G.xcd_remap(k, self.wg_tile, self.wg_head, NKT, A["nhead_q"], (TILE, PASS, K0), (TMP[0], TMP[1]),
                     ".Lxcd_end")
 
@@ -480,8 +476,7 @@ class _Builder:
         """TILE of this pass, or a jump to .Lpass_end: tile x, or with aiter's causal halving tiles x and
         n-1-x (n = this sequence's key tiles; fa_grid.select_tile)."""
         k = self.k
-        k.s_add_u32(NKT, SEQ_K, L.BLOCK_KV - 1)
-        k.s_lshr_b32(NKT, NKT, 8)
+        G.tile_count(k, NKT, SEQ_K, L.BLOCK_KV)
         G.select_tile(k, TILE, NKT, self.wg_tile, PASS if self.passes > 1 else None, (ST0, ST1), ".Lpass_end")
 
     def pass_setup(self):

@@ -463,11 +463,7 @@ class _Builder:
         each XCD runs whole heads, its L2 holds a head's K and V once)."""
         k, A = self.k, ARG_SGPR
         heads = AITER_SGPR["q_head_num"] if self.aiter else self.num_heads
-        k.s_add_u32(ST0, A["seqlen_q"], self.g.block_q - 1)
-        k.s_lshr_b32(ST0, ST0, self.q_shift)                            # Q tiles
-        if self.passes > 1:
-            k.s_add_u32(ST0, ST0, 1)
-            k.s_lshr_b32(ST0, ST0, 1)                                   # tile pairs (aiter's tg_div = 2)
+        G.tile_count(k, ST0, A["seqlen_q"], self.g.block_q, pairs=self.passes > 1)   # Q tiles or tile pairs
         G.xcd_remap(k, self.wg_tile, self.wg_head, ST0, heads, (ST1, KBASE, STEP), (TMP[0], TMP[1]), ".Lxcd_end")
 
     def setup(self):
@@ -513,8 +509,7 @@ class _Builder:
             k.s_lshl_b32(K_SS64, A["k_ss"], 6)
             k.s_lshl_b32(V_SS64, A["v_ss"], 6)
             # Q tiles of this sequence; causal diagonal: query i sees keys <= i + DIAG
-            k.s_add_u32(NQT, A["seqlen_q"], g.block_q - 1)
-            k.s_lshr_b32(NQT, NQT, self.q_shift)
+            G.tile_count(k, NQT, A["seqlen_q"], g.block_q)
             if self.align == "bottom_right":
                 k.s_sub_u32(DIAG, A["seqlen_k"], A["seqlen_q"])
             else:

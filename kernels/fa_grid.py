@@ -1,8 +1,18 @@
 """Workgroup -> work mapping shared by the attention kernels (kernels/fa_fwd.py, kernels/fa_bwd.py): the
 tile a workgroup takes under aiter's causal pairing and the loop over its two tiles, the XCD map
 (whole heads per XCD), a wave-uniform integer division (the GQA K/V head of a query head at run
-time), and aiter's addressing: a group-mode sequence's bounds, where a (batch, head)'s LSE rows start."""
+time), the tile count, and aiter's addressing: a group-mode sequence's bounds, where a (batch, head)'s LSE rows start."""
 from __future__ import annotations
+
+
+def tile_count(k, n, rows, block, pairs=False):
+    """n = ceil(rows / block) tiles (block a power of two); pairs: halved rounding up, the workgroups
+    along x of aiter's causal grid (tg_div = 2: one per tile pair)."""
+    k.s_add_u32(n, rows, block - 1)
+    k.s_lshr_b32(n, n, block.bit_length() - 1)
+    if pairs:
+        k.s_add_u32(n, n, 1)
+        k.s_lshr_b32(n, n, 1)
 
 
 def select_tile(k, tile, n, w, pass_, t, end_label, check_single=True):
