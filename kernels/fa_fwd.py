@@ -442,15 +442,11 @@ class _Builder:
         G.sequence_bounds(self.k, self.wg_batch, (X["qseq"], X["kseq"]), (X["qseq_pad"], X["kseq_pad"]),
                           (QSTART, KSTART), (A["seqlen_q"], A["seqlen_k"]), (s[84:85], s[82:83]), LSE_ROW)
 
-    def divmod_uniform(self, quot, rem, num, den, t):
-        """quot, rem = divmod(num, den) of wave-uniform values (fa_grid.divmod_uniform)."""
-        G.divmod_uniform(self.k, quot, rem, num, den, (TMP[0], TMP[1]), t)
-
     def kv_head(self):
         """HK = head / gqa: compiled in (natural arguments) or from s_gqa at run time (aiter)."""
         k, head = self.k, self.wg_head
         if self.aiter:
-            self.divmod_uniform(HK, ST0, head, AITER_SGPR["gqa"], (ST1, KBASE))
+            G.divmod_uniform(k, HK, ST0, head, AITER_SGPR["gqa"], (TMP[0], TMP[1]), (ST1, KBASE))
         elif self.gqa == 1:
             k.s_mov_b32(HK, head)
         elif self.gqa & (self.gqa - 1) == 0:
