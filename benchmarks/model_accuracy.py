@@ -154,18 +154,24 @@ def ratio_table(title: str, rows, pred, meta, pairs=None) -> list[float]:
     return errs
 
 
-def save_rows_cache(cache: dict) -> None:
+def load_rows_cache(path: Path | None = None) -> dict:
+    """The simulated rows cached at `path` (default ROWS_CACHE), {} when there is none yet."""
+    path = path or ROWS_CACHE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def save_rows_cache(cache: dict, path: Path | None = None) -> None:
     """Merge the entries another process wrote since we read the file (runs in several worktrees
     share it), then replace the file whole: a concurrent reader never sees half a file."""
-    if ROWS_CACHE.exists():
-        cache.update({k: v for k, v in json.loads(ROWS_CACHE.read_text()).items() if k not in cache})
-    ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(ROWS_CACHE, json.dumps(cache))
+    path = path or ROWS_CACHE
+    cache.update({k: v for k, v in load_rows_cache(path).items() if k not in cache})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(cache))
 
 
 def simulate_all(entries, idx, base, keep_going: bool):
     """(rows, meta, failures): one calibrate.Row per predicted row, its author, run, FLOPs and label."""
-    cache = json.loads(ROWS_CACHE.read_text()) if ROWS_CACHE.exists() else {}
+    cache = load_rows_cache()
     rows: list[C.Row] = []
     meta, failed = [], []
     t0 = time.time()

@@ -24,7 +24,6 @@ same sources and model only re-prices.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -37,11 +36,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import aiter_bwd_launch as BL  # noqa: E402
 import aiter_launch as AL  # noqa: E402
-from flyasm.asm.driver import atomic_write  # noqa: E402
 from flyasm.perf import calibrate as C  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.perf.capture import CACHE  # noqa: E402
-from model_accuracy import simulate_row  # noqa: E402
+from model_accuracy import load_rows_cache, save_rows_cache, simulate_row  # noqa: E402
 
 SHAPES = ((8, 64, 8, 8192), (16, 64, 64, 8192))
 MEASURED = AL.SHARED / "measured_bwd" / "fmha_v3_bwd_mi355x.csv"
@@ -58,7 +56,7 @@ class Pricer:
 
     def __init__(self, p: P.Params):
         self.p = p
-        self.cache = json.loads(ROWS_CACHE.read_text()) if ROWS_CACHE.exists() else {}
+        self.cache = load_rows_cache(ROWS_CACHE)
 
     def call(self, row: dict, set_dir=None) -> tuple[list, float]:
         """([(stage, kernel, us)] of each launch, the call's FLOPs)."""
@@ -71,8 +69,7 @@ class Pricer:
         return out, call["flops"]
 
     def save(self):
-        ROWS_CACHE.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(ROWS_CACHE, json.dumps(self.cache))
+        save_rows_cache(self.cache, ROWS_CACHE)
 
 
 def total(parts) -> float:
