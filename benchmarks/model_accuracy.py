@@ -65,6 +65,21 @@ MODEL_SOURCE = hashlib.sha256(b"".join(f.read_bytes() for f in sorted((ROOT / "f
                                        if f.stem not in ("calibrate", "report", "cli"))).hexdigest()
 
 
+def simulate_launch(L: dict, p: P.Params):
+    """The perf.model GridRun of one launch as the launchers (aiter_launch / flydsl_launch .row_launch)
+    describe it: recorded at its trace_grid, its reads placed by its probe (default, as perf.model.predict:
+    the recorded launch when it is the whole grid)."""
+    axis, wg_map = L.get("tile_axis", 0), L.get("wg_map")
+    tg = tuple(L["trace_grid"]) + (1,) * (3 - len(L["trace_grid"]))
+    g = tuple(L["grid"]) + (1,) * (3 - len(L["grid"]))
+    samples, wgs = sample_plan(tg, axis, wg_map)
+    tr = capture(L["co"], tg, L["block"], L["kernarg"], L["buffers"], workgroups=wgs, kernel=L["kernel"])
+    fp = footprint_of(L["co"], tr, g, L["block"], L.get("probe") or (
+        {"kernarg": L["kernarg"], "buffers": L["buffers"]} if tg == g else None))
+    return simulate_grid(L["co"], L["kernel"], tr, samples, tg, g, L["block"], L["loop_scale"], p, tile_axis=axis,
+                         wg_map=wg_map, footprint=fp)
+
+
 def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
     """(cycles, fraction of CU slots busy) of one row, cached by content."""
     kah = L["kernarg"] if isinstance(L["kernarg"], bytes) else None
@@ -87,13 +102,7 @@ def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
     uses = cache.get(key + ":uses")
     if uses is not None and with_values(uses) in cache:
         return tuple(cache[with_values(uses)])
-    samples, wgs = sample_plan(tg, axis, wg_map)
-    tr = capture(L["co"], tg, L["block"], L["kernarg"], L["buffers"], workgroups=wgs, kernel=L["kernel"])
-    g = tuple(L["grid"]) + (1,) * (3 - len(L["grid"]))
-    fp = footprint_of(L["co"], tr, g, L["block"], L.get("probe") or (
-        {"kernarg": L["kernarg"], "buffers": L["buffers"]} if tg == g else None))
-    run = simulate_grid(L["co"], L["kernel"], tr, samples, tg, g, L["block"], L["loop_scale"], p, tile_axis=axis,
-                        wg_map=wg_map, footprint=fp)
+    run = simulate_launch(L, p)
     cache[key + ":uses"] = list(run.uses)
     cache[with_values(run.uses)] = (run.cycles, run.active)
     return run.cycles, run.active

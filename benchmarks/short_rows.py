@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import measured as MR  # noqa: E402
 from flyasm.perf import cu  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
-from flyasm.perf.capture import capture  # noqa: E402
-from flyasm.perf.model import finish, footprint_of, occupancy_of, sample_plan, simulate_grid  # noqa: E402
+from flyasm.perf.model import finish, occupancy_of  # noqa: E402
+from model_accuracy import simulate_launch  # noqa: E402
 
 
 def reads_at_hbm_share() -> None:
@@ -49,15 +49,9 @@ def reads_at_hbm_share() -> None:
 
 
 def breakdown(L: dict, p: P.Params) -> dict:
-    """The GridRun of one launch and what it is made of."""
-    axis, wg_map = L.get("tile_axis", 0), L.get("wg_map")
-    tg = tuple(L["trace_grid"]) + (1,) * (3 - len(L["trace_grid"]))
-    g = tuple(L["grid"]) + (1,) * (3 - len(L["grid"]))
-    samples, wgs = sample_plan(tg, axis, wg_map)
-    tr = capture(L["co"], tg, L["block"], L["kernarg"], L["buffers"], workgroups=wgs, kernel=L["kernel"])
-    fp = footprint_of(L["co"], tr, g, L["block"], L.get("probe"))
-    run = simulate_grid(L["co"], L["kernel"], tr, samples, tg, g, L["block"], L["loop_scale"], p, tile_axis=axis,
-                        wg_map=wg_map, footprint=fp)
+    """The GridRun of one launch (model_accuracy.simulate_launch, uncached) and what it is made of."""
+    run = simulate_launch(L, p)
+    g = run.grid
     threads = int(np.prod(L["block"])) if not isinstance(L["block"], int) else L["block"]
     n_wg = g[0] * g[1] * g[2]
     slots = p.n_cu * run.resident
