@@ -73,9 +73,8 @@ def build(shape="FIG", **params):
 
 
 def _row(shape, mask, atomic32):
-    b, hq, hk, s = (SHAPES[shape][n] for n in ("batch", "nhead_q", "nhead_k", "seqlen"))
-    return dict(dtype="bf16", hdim_q=128, hdim_v=128, mask=mask, atomic32=int(atomic32), bf16_cvt=1, mode=0,
-                batch=b, nhead_q=hq, nhead_k=hk, seqlen_q=s, seqlen_k=s)
+    from vs_aiter_bwd import row_of
+    return row_of(*(SHAPES[shape][n] for n in ("batch", "nhead_q", "nhead_k", "seqlen")), mask, int(atomic32))
 
 
 def workload(shape="FIG", mask=0, atomic32=False, dtype="bf16", **_):
