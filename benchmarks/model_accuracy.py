@@ -140,6 +140,14 @@ def run_pairs(meta) -> list[tuple[int, int]]:
     return pairs
 
 
+def speed_ratio(rows, pred, meta, i, j) -> tuple[float, float]:
+    """(measured, predicted) speed of row i over row j (FLOP/s over FLOP/s)."""
+    def speed(k, us):
+        return meta[k]["flops"] / us
+    return (speed(i, rows[i].measured_us) / speed(j, rows[j].measured_us),
+            speed(i, pred[i]) / speed(j, pred[j]))
+
+
 def ratio_table(title: str, rows, pred, meta, pairs=None) -> list[float]:
     """Speed ratios (FLOP/s of the numerator over the denominator's) of the run pairs, predicted
     against measured; returns the errors (predicted / measured - 1). pairs: (i, j, predictions) to
@@ -151,10 +159,7 @@ def ratio_table(title: str, rows, pred, meta, pairs=None) -> list[float]:
     print(f"{'run':<16}{'first':<52}{'second':<52}{'measured':>9}{'predicted':>10}{'error':>8}")
     errs = []
     for i, j, pr in pairs:
-        def speed(k, us):
-            return meta[k]["flops"] / us
-        meas = speed(i, rows[i].measured_us) / speed(j, rows[j].measured_us)
-        got = speed(i, pr[i]) / speed(j, pr[j])
+        meas, got = speed_ratio(rows, pr, meta, i, j)
         errs.append(got / meas - 1)
         print(f"{meta[i]['run']:<16}{meta[i]['label'][:51]:<52}{meta[j]['label'][:51]:<52}{meas:>9.3f}{got:>10.3f}"
               f"{errs[-1]:>+8.1%}")
@@ -336,8 +341,8 @@ def ratio_errors(rows, pred, meta, pairs=None) -> list[float]:
     """predicted / measured - 1 of each run pair's speed ratio (default: every pair, run_pairs)."""
     out = []
     for i, j in run_pairs(meta) if pairs is None else pairs:
-        meas = (meta[i]["flops"] / rows[i].measured_us) / (meta[j]["flops"] / rows[j].measured_us)
-        out.append((meta[i]["flops"] / pred[i]) / (meta[j]["flops"] / pred[j]) / meas - 1)
+        meas, got = speed_ratio(rows, pred, meta, i, j)
+        out.append(got / meas - 1)
     return out
 
 
