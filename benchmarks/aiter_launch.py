@@ -346,5 +346,6 @@ def run_bwd_call(set_dir, q, k, v, o, do, lse, main=None, **kw) -> dict:
             p["launches"] = [dataclasses.replace(ln, co=co, knl_name=main.name) if ln.stage == "dqdkdv" else ln
                              for ln in p["launches"]]
         return p
-    co = None if main is None else Path(main.build(Path(tempfile.mkdtemp(prefix="bwd_main_"))).co_path)
-    return backward(pack, q, k, v, o, do, lse, **kw)
+    with tempfile.TemporaryDirectory(prefix="bwd_main_") as tmp:
+        co = None if main is None else Path(main.build(Path(tmp)).co_path)
+        return backward(pack, q, k, v, o, do, lse, **kw)
