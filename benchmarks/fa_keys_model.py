@@ -64,17 +64,16 @@ def manifest(set_dir: Path) -> dict:
 
 
 def price(set_dir: str, mrow: dict, shape: tuple) -> dict:
-    """One key of one set at shape (batch, heads_q, heads_k, seqlen) through flyasm.perf.predict."""
-    from flyasm.perf.model import predict
+    """One key of one set at shape (batch, heads_q, heads_k, seqlen): vs_aiter_model.predict_launch (perf.predict)."""
+    from flyasm.perf import params as P
+    from vs_aiter_model import predict_launch
     b, hq, hk, s = shape
     path = Path(set_dir) / mrow["co_name"]
     row = dict(mrow, co_name=mrow["co_name"], kernelName=mrow["knl_name"], batch=b, nhead_q=hq, nhead_k=hk,
                seqlen_q=s, seqlen_k=s)
     L = AL.row_launch("fmha", row, {mrow["co_name"]: (path, mrow)})
     t0 = time.time()
-    pr = predict(L["co"], L["grid"], L["block"], L["kernarg"], L["buffers"], kernel=L["kernel"],
-                 trace_grid=L["trace_grid"], loop_scale=L["loop_scale"], dram_bytes=L["dram_bytes"], flops=L["flops"],
-                 probe=L.get("probe"))
+    pr = predict_launch(L, P.load())
     simd = list(pr.simd.values()) or [{}]
     return {"co": mrow["co_name"], "us": pr.us, "tflops": pr.tflops, "grid": list(pr.grid), "block": L["block"],
             "resident": pr.resident, "mfma_busy": sum(x.get("mfma", 0) for x in simd) / len(simd),
