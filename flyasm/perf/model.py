@@ -206,8 +206,6 @@ _DEFAULTS = P.Params()
 _NOT_READ_BY_CU = P.FITTED + P.FITTED_SIMULATED + ("n_xcd", "l2_bytes", "mall_bytes")
 
 
-_DEBUG = bool(__import__("os").environ.get("FLYASM_PLACEMENT_DEBUG"))
-
 
 def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=None, tile_axis: int = 0,
                   wg_map=None, footprint=None) -> GridRun:
@@ -338,9 +336,6 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
         if streams.key.shape[1]:
             fractions = np.einsum("wjl,wj->l", lv, streams.nbytes)
             fractions = fractions / max(fractions.sum(), 1.0)
-            if _DEBUG:
-                print("placement: shared bytes by level (L2, MALL, HBM again, HBM first)", fractions.round(3),
-                      "steps waiting on a re-fetch", q.mean().round(3))
     start = placement.dispatch(d, p.n_xcd, slots)
     cycles = int(np.ceil((start + d).max()))
     active = min(1.0, float(d.sum()) / (p.n_cu * resident * max(cycles, 1)))
@@ -389,11 +384,8 @@ def _with_latency(w: dict, names: list, lats, default: int) -> dict:
     cycles) pairs; None: the stream as is (every access at vmem_latency)."""
     if lats is None or "buf" not in w:
         return w
-    table = np.full(len(names) + 1, default, np.int64)
-    for name, cyc in lats:
-        for i, n in enumerate(names):
-            if n == name:
-                table[i] = cyc
+    by_name = dict(lats)
+    table = np.array([by_name.get(n, default) for n in names] + [default], np.int64)
     out = dict(w)
     out["lat"] = table[w["buf"]]           # buf -1 picks the last entry: the default
     return out
