@@ -3,13 +3,17 @@ objects of ../shared/flydsl/gfx950), as FlyDSL's host code does it (../shared/fl
 FlyDSL's host IR and kernels/attention/flash_attn_gfx950.py), and its measured rows -> launches for
 the timing model, in the shape of aiter_launch.row_launch.
 
-The launch: grid (H, ceil(S/256), B) (x = head: head-fast), block 512. Kernarg: 12 tensor slots of 48
-bytes (u64 pointer, i32 shape[4], i64 stride[3] in elements, torch order, the unit stride left out:
-Q, K, V, O, then LSE and seven optional tensors, which a dense call without LSE fills with O's slot),
-then eight i32 (seq_len, seq_len_kv, H*D, Hkv*D, D, 0, 0, 0): 608 bytes. A build whose metadata
-declares COV5 hidden arguments (the XCD-mapping builds, 864 bytes) gets them filled from the grid
-(hidden_block_count_x/y/z = the grid, group sizes = the block): which layout a .co takes is read
-from its metadata, never from its file name.
+The launch: grid (H, ceil(S/256), B) (x = head: head-fast), block 512. Kernarg: tensor slots of 48
+bytes (u64 pointer, i32 shape[4], i64 stride[3] in elements, torch order, the unit stride left out),
+then i32 values. Which slots and which values depends on the kernel state (LAYOUTS, from the kernel's
+parameters at each FlyDSL commit): the shipped builds (11c4174d) take 12 slots (Q, K, V, O, LSE and
+seven optional tensors, which a dense call without LSE fills with O's slot) and eight i32 (seq_len,
+seq_len_kv, H*D, Hkv*D, D, 0, 0, 0): 608 bytes; the first dual-wave kernel (#629, 293b3b2b) takes 5
+slots (Q, K, V, O, DebugCounts = O) and four i32 (seq_len, H*D, Hkv*D, D): 256 bytes. A build whose
+metadata declares COV5 hidden arguments (the XCD-mapping builds, 864 bytes) gets them filled from the
+grid (hidden_block_count_x/y/z = the grid, group sizes = the block). Which layout a .co takes is read
+from its metadata (slot count, i32 count, offsets), never from its file name; one LAYOUTS does not
+know is a FlydslLaunchError.
 
 Which workgroup runs which tile: the plain and causal builds run workgroup (x, y, z) as head x, Q tile
 y (rows 256y..256y+255), batch z. The XCD-mapping builds re-derive it (FlyDSL's
@@ -19,6 +23,7 @@ tiles are consecutive in dispatch order. `xcd_wg_map` is that bijection, for the
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +35,39 @@ BLOCK_M = 256             # Q rows per workgroup (DUALWAVE_SWP_BLOCK_M)
 BLOCK = 512               # 8 waves of 64
 N_XCD = 8                 # gfx950's XCDs (flash_attn_utils.NUM_XCD_GFX950)
 MIN_Q_BLOCKS_XCD = 64     # flash_attn_utils.MIN_Q_BLOCKS_XCD_SWIZZLE
-SLOTS = ("q", "k", "v", "o", "lse", "debug_counts", "cu_seq_q", "cu_seq_kv", "block_table", "bias",
-         "alibi_slopes", "sink")
-SLOT_BYTES = 48
-SCALARS_AT = len(SLOTS) * SLOT_BYTES          # 576
+SLOT_BYTES = 48           # a tensor argument: u64 pointer, then {i32 shape[4]; i64 stride[3]} (40 bytes)
+DESC_BYTES = 40
+
+# The kernarg layouts of FlyDSL's kernel states, keyed by what a code object's metadata shows: (tensor
+# slots, i32 arguments). Names are the kernel's parameters (flash_attn_dualwave_swp_gfx950_kernel at
+# each commit of kernels/flash_attn_gfx950.py, kernels/attention/ from #807 on); the host fills every
+# slot past V with O for a dense bf16 call (its placeholder for DebugCounts, CuSeq*, descales,
+# BlockTable, a missing LSE, Bias, AlibiSlopes, Sink) and the paging/bias/alibi strides with 0.
+LAYOUTS = {
+    (5, 4): (("Q", "K", "V", "O", "DebugCounts"),
+             ("seq_len", "stride_q_n", "stride_kv_n", "head_dim"),
+             "#629 293b3b2b, #661 90b999b2"),
+    (7, 4): (("Q", "K", "V", "O", "DebugCounts", "CuSeqQ", "CuSeqKv"),
+             ("seq_len", "stride_q_n", "stride_kv_n", "head_dim"),
+             "#683 81cfca71, #693 baae05f0"),
+    (7, 5): (("Q", "K", "V", "O", "DebugCounts", "CuSeqQ", "CuSeqKv"),
+             ("seq_len", "seq_len_kv", "stride_q_n", "stride_kv_n", "head_dim"),
+             "#704 523ca1c7"),
+    (10, 5): (("Q", "K", "V", "O", "DebugCounts", "CuSeqQ", "CuSeqKv", "QDescale", "KDescale", "VDescale"),
+              ("seq_len", "seq_len_kv", "stride_q_n", "stride_kv_n", "head_dim"),
+              "#711 8057f0fc"),
+    (8, 6): (("Q", "K", "V", "O", "DebugCounts", "CuSeqQ", "CuSeqKv", "BlockTable"),
+             ("seq_len", "seq_len_kv", "stride_q_n", "stride_kv_n", "head_dim", "block_table_stride"),
+             "#758 b550fd70 to #845 4be56142"),
+    (9, 6): (("Q", "K", "V", "O", "LSE", "DebugCounts", "CuSeqQ", "CuSeqKv", "BlockTable"),
+             ("seq_len", "seq_len_kv", "stride_q_n", "stride_kv_n", "head_dim", "block_table_stride"),
+             "#844 cc141e85"),
+    (12, 8): (("Q", "K", "V", "O", "LSE", "DebugCounts", "CuSeqQ", "CuSeqKv", "BlockTable", "Bias",
+               "AlibiSlopes", "Sink"),
+              ("seq_len", "seq_len_kv", "stride_q_n", "stride_kv_n", "head_dim", "block_table_stride",
+               "bias_stride0", "alibi_stride_b"),
+              "#960 4521c8cb, #1009 9d7accfc, 11c4174d (the shipped builds)"),
+}
 TRACE_SEQLEN = 1024       # a measured row is recorded at about this seqlen (batch 1), its loop scaled up
 
 
@@ -59,43 +93,79 @@ def grid(H: int, S: int, B: int) -> tuple[int, int, int]:
     return (H, -(-S // BLOCK_M), B)
 
 
-def kernarg_layout(co: bytes) -> tuple[int, list]:
-    """(kernarg segment size, hidden argument specs) from the code object's metadata."""
+@dataclass(frozen=True)
+class Layout:
+    """A code object's kernarg layout: tensor slots (name, pointer offset; the 40-byte shape/stride
+    descriptor follows the pointer), i32 arguments (name, offset), COV5 hidden arguments, and the
+    FlyDSL kernel states known to take it."""
+    size: int
+    slots: tuple
+    scalars: tuple
+    hidden: list
+    states: str
+
+
+def _layout_error(size: int, why: str) -> FlydslLaunchError:
+    known = ", ".join(f"{n}+{m}" for n, m in LAYOUTS)
+    return FlydslLaunchError(f"{KERNEL}'s {size}-byte kernarg {why}, a layout of no FlyDSL kernel state known "
+                             f"here (tensor slots + i32 arguments: {known})")
+
+
+def kernarg_layout(co: bytes) -> Layout:
+    """The layout of this code object, read from its metadata (its .args: pointer + descriptor pairs,
+    then i32 values, then hidden arguments) and named by LAYOUTS."""
     from flyasm.codeobj.reader import read_code_object
     from flyasm.run.args import specs_from_metadata
-    k = read_code_object(co).kernel(KERNEL)
-    md = k.metadata or {}
+    md = read_code_object(co).kernel(KERNEL).metadata or {}
     size = int(md.get(".kernarg_segment_size") or 0)
-    if size < SCALARS_AT + 32:
-        raise FlydslLaunchError(f"{KERNEL} declares a {size}-byte kernarg segment; FlyDSL's layout takes "
-                                f"{SCALARS_AT + 32} bytes at least")
-    hidden = [s for s in specs_from_metadata(md.get(".args", [])) if s.kind.startswith("hidden_")]
-    return size, hidden
+    specs = specs_from_metadata(md.get(".args", []))
+    explicit = [s for s in specs if not s.kind.startswith("hidden_")]
+    ptrs, i = [], 0
+    while i < len(explicit) and explicit[i].kind == "global_buffer":
+        ptr, desc = explicit[i], explicit[i + 1] if i + 1 < len(explicit) else None
+        if ptr.size != 8 or desc is None or (desc.kind, desc.offset, desc.size) != ("by_value", ptr.offset + 8, DESC_BYTES):
+            raise _layout_error(size, f"has a pointer at byte {ptr.offset} without FlyDSL's {DESC_BYTES}-byte "
+                                      "shape/stride descriptor after it")
+        ptrs.append(ptr.offset)
+        i += 2
+    ints = [s.offset for s in explicit[i:] if (s.kind, s.size) == ("by_value", 4)]
+    if len(ints) != len(explicit) - i:
+        raise _layout_error(size, "has arguments after its tensors other than i32 values")
+    if (len(ptrs), len(ints)) not in LAYOUTS:
+        raise _layout_error(size, f"takes {len(ptrs)} tensor slots and {len(ints)} i32 arguments")
+    slot_names, int_names, states = LAYOUTS[len(ptrs), len(ints)]
+    return Layout(size, tuple(zip(slot_names, ptrs)), tuple(zip(int_names, ints)),
+                  [s for s in specs if s.kind.startswith("hidden_")], states)
 
 
 def pack(co: bytes, addrs: dict, B: int, S: int, H: int, Hkv: int, D: int = 128, Skv: int | None = None) -> bytes:
     """The kernarg bytes FlyDSL's host packs for a dense call, q/k/v/o [B, S, H(kv), D] contiguous;
-    `addrs` = {"q", "k", "v", "o": device address}."""
+    `addrs` = {"q", "k", "v", "o": device address}. Which layout, from the code object's metadata."""
     from flyasm.run.args import pack_args
     Skv = S if Skv is None else Skv
-    size, hidden = kernarg_layout(co)
-    g = grid(H, S, B)
+    lay = kernarg_layout(co)
+    ints = {"seq_len": S, "seq_len_kv": Skv, "stride_q_n": H * D, "stride_kv_n": Hkv * D, "head_dim": D}
+    if Skv != S and "seq_len_kv" not in dict(lay.scalars):
+        raise FlydslLaunchError(f"{KERNEL} of FlyDSL {lay.states} takes one seqlen for Q and KV, not {S} and {Skv}")
     # hidden arguments first (pack_args fills block counts, group sizes and remainders), then ours
-    buf = bytearray(pack_args(hidden, [], None, size, grid=g, block=(BLOCK, 1, 1)) if hidden else bytes(size))
+    g = grid(H, S, B)
+    buf = bytearray(pack_args(lay.hidden, [], None, lay.size, grid=g, block=(BLOCK, 1, 1)) if lay.hidden
+                    else bytes(lay.size))
 
     def slot(ptr, s, h):
         return struct.pack("<Q4i3q", ptr, B, s, h, D, s * h * D, h * D, D)
-    tensors = {"q": slot(addrs["q"], S, H), "k": slot(addrs["k"], Skv, Hkv), "v": slot(addrs["v"], Skv, Hkv)}
+    tensors = {"Q": slot(addrs["q"], S, H), "K": slot(addrs["k"], Skv, Hkv), "V": slot(addrs["v"], Skv, Hkv)}
     o = slot(addrs["o"], S, H)
-    for i, name in enumerate(SLOTS):
-        buf[i * SLOT_BYTES:(i + 1) * SLOT_BYTES] = tensors.get(name, o)     # no LSE: O fills the rest
-    buf[SCALARS_AT:SCALARS_AT + 32] = struct.pack("<8i", S, Skv, H * D, Hkv * D, D, 0, 0, 0)
+    for name, at in lay.slots:
+        buf[at:at + SLOT_BYTES] = tensors.get(name, o)
+    for name, at in lay.scalars:
+        buf[at:at + 4] = struct.pack("<i", ints.get(name, 0))
     return bytes(buf)
 
 
 def has_xcd_mapping(co: bytes) -> bool:
     """The build reads the grid from COV5 hidden arguments: FlyDSL's XCD-mapping variant."""
-    return any(s.kind == "hidden_block_count_y" for s in kernarg_layout(co)[1])
+    return any(s.kind == "hidden_block_count_y" for s in kernarg_layout(co).hidden)
 
 
 def xcd_wg_map(grid3, x, y, z):
