@@ -5,6 +5,7 @@ compiler through ../shared/flydsl/build/build.sh, into a cache beside the timing
     python3 benchmarks/flydsl_build.py --H 64 --Hkv 8 --causal 1       # one build
     python3 benchmarks/flydsl_build.py --table CSV [--table CSV ...]   # every build the rows need
     python3 benchmarks/flydsl_build.py --list                          # what is built / shipped
+    python3 benchmarks/flydsl_build.py --commit 293b3b2b --H 64 --causal 1     # an older kernel state
 
 A FlyDSL binary depends on its head counts, causal and the XCD mapping only (../shared/flydsl/README.md),
 so one build serves every batch and seqlen. What a build needs, none of it committed here:
@@ -14,21 +15,48 @@ so one build serves every batch and seqlen. What a build needs, none of it commi
   * for an XCD-mapping build, AMD's device-library bitcode (Debian: apt install rocm-device-libs),
     found at /usr/lib/*/amdgcn or given as AMDGCN_BITCODE.
 Rebuilt this way, the shipped noncausal_h64 and noncausal_h64_xcdswz objects come out byte-identical.
+
+Older kernel states (--commit; a measured row names one as co_name, e.g. fa_fwd_bf16_d128_causal_h64@293b3b2b.co):
+  * FLYDSL_REPO: a FlyDSL git repository (bare is fine) holding the commit; its kernels/ package is
+    archived into the cache, and the kernel module is where that commit has it (kernels/ until #807,
+    kernels/attention/ after);
+  * the flydsl wheel released last before the commit (WHEELS; --wheel overrides), pip-installed into
+    its own venv under the cache (system site packages visible, for torch);
+  * our compile driver, benchmarks/flydsl_compile.py, run in that venv: it calls the commit's builder
+    with the arguments its signature has (#629's has no _xcd_swizzle).
+Built this way, each kernel state of LAYOUTS (causal h64), its metadata the layout LAYOUTS names:
+293b3b2b #629, 90b999b2 #661 (flydsl 0.2.0), 81cfca71 #683, 523ca1c7 #704, 8057f0fc #711, b550fd70
+#758, 4be56142 #845, cc141e85 #844, 4521c8cb #960 (the releases WHEELS picks), 9d7accfc #1009 (0.3.2,
+WHEEL_PINS); #629's is the one run in the emulator against torch. A wheel too new or too old for a
+commit fails in FlyDSL's import or compile: the error says which wheel; --wheel picks another.
 """
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import flydsl_launch as FL  # noqa: E402
 
 BUILD_SH = FL.SHARED / "build" / "build.sh"
+COMPILE_PY = Path(__file__).resolve().parent / "flydsl_compile.py"
 CACHE = Path(os.environ.get("FLYASM_CACHE", Path.home() / ".cache" / "flyasm")) / "flydsl" / "gfx950"
+KERNEL_MODULES = ("kernels/attention/flash_attn_gfx950.py", "kernels/flash_attn_gfx950.py")   # after / before #807
+# flydsl releases on PyPI (pypi.org/pypi/flydsl/json: first upload of each, UTC); dev builds left out
+WHEELS = (("0.1.8", "2026-05-16T14:04"), ("0.2.0", "2026-06-04T02:13"), ("0.2.1", "2026-06-16T13:13"),
+          ("0.2.2", "2026-06-17T10:04"), ("0.2.3", "2026-07-09T06:55"), ("0.2.4", "2026-07-12T13:40"),
+          ("0.3.0", "2026-08-01T06:44"), ("0.3.1", "2026-08-09T14:26"), ("0.3.2", "2026-08-25T07:30"),
+          ("0.4.0", "2026-10-14T07:46"), ("0.4.1", "2026-10-27T00:00"), ("0.4.2", "2026-11-04T04:15"),
+          ("0.5.0", "2026-11-08T03:49"))
+# kernel states the release-before rule picks a wheel too old for, and the one they build with
+WHEEL_PINS = {"9d7accfc": "0.3.2"}    # #1009 imports flydsl.runtime.device.get_warp_size, absent in 0.3.1
 
 
 def find(co_name: str) -> Path | None:
@@ -59,12 +87,16 @@ def why_not_buildable(xcd: bool) -> str | None:
     return None
 
 
-def build(H: int, Hkv: int, causal: bool, xcd: bool = False) -> Path:
-    """The code object of this variant, building it into CACHE when it is neither shipped nor built."""
-    name = FL.co_name(H, causal, xcd, Hkv)
+def build(H: int, Hkv: int, causal: bool, xcd: bool = False, commit: str | None = None,
+          wheel: str | None = None) -> Path:
+    """The code object of this variant (of FlyDSL at `commit`, default the shipped 11c4174d), building it
+    into CACHE when it is neither shipped nor built."""
+    name = FL.co_name(H, causal, xcd, Hkv, commit=commit)
     hit = find(name)
     if hit:
         return hit
+    if "@" in name:
+        return _build_at(name, commit, H, Hkv, causal, xcd, wheel)
     why = why_not_buildable(xcd)
     if why:
         raise FL.FlydslLaunchError(f"FlyDSL build {name} is not here and cannot be built: {why}")
@@ -83,15 +115,114 @@ def build(H: int, Hkv: int, causal: bool, xcd: bool = False) -> Path:
     return CACHE / name
 
 
-def needed(tables) -> list[tuple[int, int, bool, bool]]:
-    """(H, Hkv, causal, xcd) of the build each attention row of the tables runs under FlyDSL's dispatch."""
+# ---- older kernel states: FlyDSL at a commit, its wheel, our compile driver ------------------------
+def _git(repo: str, *args, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", repo, *args], capture_output=True, **kw)
+
+
+def wheel_for(when: datetime) -> str:
+    """The flydsl release published last before `when` (a commit's date)."""
+    before = [v for v, t in WHEELS if datetime.fromisoformat(t + "+00:00") < when]
+    if not before:
+        raise FL.FlydslLaunchError(f"no flydsl release in WHEELS predates {when:%Y-%m-%d}; give --wheel")
+    return before[-1]
+
+
+def kernel_state(commit: str) -> tuple[str, str, datetime]:
+    """(full hash, kernel module path, commit date) of `commit` in FLYDSL_REPO."""
+    repo = os.environ.get("FLYDSL_REPO")
+    if not repo or _git(repo, "rev-parse", "--git-dir").returncode:
+        raise FL.FlydslLaunchError("FLYDSL_REPO must name a FlyDSL git repository "
+                                   "(git clone https://github.com/ROCm/FlyDSL)")
+    r = _git(repo, "show", "-s", "--format=%H %cI", f"{commit}^{{commit}}", text=True)
+    if r.returncode:
+        raise FL.FlydslLaunchError(f"FLYDSL_REPO ({repo}) has no commit {commit} (git -C {repo} fetch)")
+    full, date = r.stdout.split()
+    module = next((m for m in KERNEL_MODULES if not _git(repo, "cat-file", "-e", f"{full}:{m}").returncode), None)
+    if module is None:
+        raise FL.FlydslLaunchError(f"FlyDSL at {commit} has no gfx950 attention forward ({' or '.join(KERNEL_MODULES)})")
+    return full, module, datetime.fromisoformat(date)
+
+
+def _sources(full: str) -> Path:
+    """The commit's kernels/ package, archived into the cache once."""
+    src = CACHE.parent / "src" / full
+    if not (src / "kernels").is_dir():
+        r = _git(os.environ["FLYDSL_REPO"], "archive", full, "kernels")
+        if r.returncode:
+            raise FL.FlydslLaunchError(f"git archive {full[:8]} kernels failed: {r.stderr.decode().strip()}")
+        tmp = Path(tempfile.mkdtemp(dir=CACHE.parent))
+        tarfile.open(fileobj=io.BytesIO(r.stdout)).extractall(tmp, filter="data")
+        src.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, src)
+    return src
+
+
+def _venv(wheel: str) -> Path:
+    """The python of a venv holding flydsl==wheel (system site packages visible: torch, numpy)."""
+    venv = CACHE.parent / f"venv-{wheel}"
+    py = venv / "bin" / "python"
+    if not (venv / ".flydsl-ok").is_file():
+        for cmd in ([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                    [str(py), "-m", "pip", "install", "-q", f"flydsl=={wheel}"]):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode:
+                tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["?"]
+                raise FL.FlydslLaunchError(f"cannot install the flydsl=={wheel} wheel into {venv} "
+                                           f"({' '.join(cmd[2:4])}): {tail[0]}")
+        (venv / ".flydsl-ok").touch()
+    return py
+
+
+def _compile_env(tmp: Path, xcd: bool) -> dict:
+    """FlyDSL's compile-only environment: ROCM_PATH a directory with llvm/bin/ld.lld (LLVM 22's) and,
+    for the XCD mapping, amdgcn/ (the device-library bitcode)."""
+    lld = sorted(Path("/usr/lib").glob("llvm-*/bin/ld.lld"), key=lambda p: int(p.parts[-3].split("-")[1]))
+    if not lld:
+        raise FL.FlydslLaunchError("no LLVM ld.lld under /usr/lib/llvm-*/bin (apt install lld-22)")
+    (tmp / "llvm" / "bin").mkdir(parents=True)
+    (tmp / "llvm" / "bin" / "ld.lld").symlink_to(lld[-1])
+    if xcd:
+        (tmp / "amdgcn").symlink_to(_bitcode())
+    return dict(os.environ, ROCM_PATH=str(tmp), FLYDSL_GPU_ARCH="gfx950", ARCH="gfx950", COMPILE_ONLY="1",
+                FLYDSL_RUNTIME_ENABLE_CACHE="0")
+
+
+def _build_at(name: str, commit: str, H: int, Hkv: int, causal: bool, xcd: bool, wheel: str | None) -> Path:
+    if xcd and _bitcode() is None:
+        raise FL.FlydslLaunchError(f"FlyDSL build {name}: an XCD-mapping build needs AMD's device-library "
+                                   "bitcode (apt install rocm-device-libs, or set AMDGCN_BITCODE)")
+    try:
+        full, module, when = kernel_state(commit)
+        wheel = wheel or WHEEL_PINS.get(full[:8]) or wheel_for(when)
+        src, py = _sources(full), _venv(wheel)
+    except FL.FlydslLaunchError as e:
+        raise FL.FlydslLaunchError(f"FlyDSL build {name} is not here and cannot be built: {e}") from None
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / name
+        r = subprocess.run([str(py), str(COMPILE_PY), "--root", str(src), "--module",
+                            module.removesuffix(".py").replace("/", "."), "--H", str(H), "--Hkv", str(Hkv),
+                            "--causal", str(int(causal)), "--xcd", str(int(xcd)), "--out", str(out)],
+                           env=_compile_env(Path(tmp) / "rocm", xcd), capture_output=True, text=True)
+        if r.returncode or not out.is_file():
+            tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise FL.FlydslLaunchError(f"FlyDSL build {name} (flydsl {wheel}) failed: {tail[0]}")
+        os.replace(out, CACHE / name)
+    return CACHE / name
+
+
+def needed(tables) -> list[tuple[int, int, bool, bool, str | None]]:
+    """(H, Hkv, causal, xcd, commit) of the build each attention row of the tables runs under FlyDSL's
+    dispatch, of the kernel state a FlyDSL row's co_name names (none: the shipped one)."""
     import measured
     out = []
     for _, kind, r in measured.read_tables(tables):
         if kind != "fmha":
             continue
         H, Hkv, S, causal = int(r["nhead_q"]), int(r["nhead_k"]), int(r["seqlen_q"]), bool(int(r["mask"]))
-        v = (H, Hkv, causal, FL.build_name(H, S, causal, Hkv).endswith("_xcdswz.co"))
+        v = (H, Hkv, causal, FL.build_name(H, S, causal, Hkv).endswith("_xcdswz.co"),
+             FL.commit_of(r.get("co_name") or "") if measured.author(r) == "flydsl" else None)
         if v not in out:
             out.append(v)
     return out
@@ -103,6 +234,8 @@ def main(argv=None) -> int:
     ap.add_argument("--Hkv", type=int)
     ap.add_argument("--causal", type=int, default=0)
     ap.add_argument("--xcd", action="store_true", help="the XCD-mapping build")
+    ap.add_argument("--commit", help="FlyDSL's kernel state at this commit (needs FLYDSL_REPO)")
+    ap.add_argument("--wheel", help="the flydsl version to build --commit with (default: WHEELS' pick)")
     ap.add_argument("--table", action="append", default=[], help="build what these measured rows need")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args(argv)
@@ -111,13 +244,13 @@ def main(argv=None) -> int:
             for p in sorted(d.glob("*.co")) if d.is_dir() else []:
                 print(f"{p.name:<48} {d}")
         return 0
-    todo = needed(a.table) if a.table else [(a.H, a.Hkv or a.H, bool(a.causal), a.xcd)] if a.H else []
+    todo = needed(a.table) if a.table else [(a.H, a.Hkv or a.H, bool(a.causal), a.xcd, a.commit)] if a.H else []
     if not todo:
-        ap.error("give --H (and --Hkv, --causal, --xcd) or --table")
+        ap.error("give --H (and --Hkv, --causal, --xcd, --commit) or --table")
     rc = 0
-    for H, Hkv, causal, xcd in todo:
+    for H, Hkv, causal, xcd, commit in todo:
         try:
-            print(f"{FL.co_name(H, causal, xcd, Hkv):<48} {build(H, Hkv, causal, xcd)}")
+            print(f"{FL.co_name(H, causal, xcd, Hkv, commit=commit):<48} {build(H, Hkv, causal, xcd, commit, a.wheel)}")
         except FL.FlydslLaunchError as e:
             print(f"error: {e}", file=sys.stderr)
             rc = 1

@@ -31,6 +31,7 @@ import numpy as np
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "flydsl"
 CO_DIR = SHARED / "gfx950"
 KERNEL = "flash_attn_dualwave_swp_gfx950_kernel_0"
+SHIPPED_COMMIT = "11c4174d"   # FlyDSL's commit the code objects of CO_DIR are built at
 BLOCK_M = 256             # Q rows per workgroup (DUALWAVE_SWP_BLOCK_M)
 BLOCK = 512               # 8 waves of 64
 N_XCD = 8                 # gfx950's XCDs (flash_attn_utils.NUM_XCD_GFX950)
@@ -43,6 +44,9 @@ DESC_BYTES = 40
 # each commit of kernels/flash_attn_gfx950.py, kernels/attention/ from #807 on); the host fills every
 # slot past V with O for a dense bf16 call (its placeholder for DebugCounts, CuSeq*, descales,
 # BlockTable, a missing LSE, Bias, AlibiSlopes, Sink) and the paging/bias/alibi strides with 0.
+# #629 and #661's kernel takes whole 256-row tiles only (their docstring: seq_len % 256 == 0; in the
+# emulator a ragged seqlen reads past K); #683 made seq_len arbitrary.
+WHOLE_TILES_ONLY = {(5, 4)}
 LAYOUTS = {
     (5, 4): (("Q", "K", "V", "O", "DebugCounts"),
              ("seq_len", "stride_q_n", "stride_kv_n", "head_dim"),
@@ -82,11 +86,23 @@ def build_name(H: int, S: int, causal: bool, Hkv: int | None = None, d: int = 12
     return co_name(H, causal, xcd, Hkv, d)
 
 
-def co_name(H: int, causal: bool, xcd: bool, Hkv: int | None = None, d: int = 128) -> str:
-    """The file name of a build (../shared/flydsl/build/compile_fa.py's naming)."""
+def co_name(H: int, causal: bool, xcd: bool, Hkv: int | None = None, d: int = 128, commit: str | None = None) -> str:
+    """The file name of a build (../shared/flydsl/build/compile_fa.py's naming); a build of another
+    FlyDSL kernel state than the shipped one (SHIPPED_COMMIT) says its commit: ..._h64@293b3b2b.co."""
     Hkv = Hkv or H
+    state = ""
+    if commit:
+        c = commit[:8].lower()
+        if len(c) < 7 or any(ch not in "0123456789abcdef" for ch in c):
+            raise FlydslLaunchError(f"{commit!r} is not a FlyDSL commit hash (7 or more hex digits)")
+        state = "" if SHIPPED_COMMIT.startswith(c) else f"@{c}"
     return (f"fa_fwd_bf16_d{d}_{'causal' if causal else 'noncausal'}_h{H}" + (f"_hkv{Hkv}" if Hkv != H else "")
-            + ("_xcdswz" if xcd else "") + ".co")
+            + ("_xcdswz" if xcd else "") + state + ".co")
+
+
+def commit_of(name: str) -> str | None:
+    """The FlyDSL commit a build's file name says (co_name), None for the shipped state."""
+    return name.removesuffix(".co").partition("@")[2] or None
 
 
 def grid(H: int, S: int, B: int) -> tuple[int, int, int]:
@@ -112,11 +128,15 @@ def _layout_error(size: int, why: str) -> FlydslLaunchError:
 
 
 def kernarg_layout(co: bytes) -> Layout:
-    """The layout of this code object, read from its metadata (its .args: pointer + descriptor pairs,
-    then i32 values, then hidden arguments) and named by LAYOUTS."""
+    """The layout of this code object, from its kernel's metadata (layout_of)."""
     from flyasm.codeobj.reader import read_code_object
+    return layout_of(read_code_object(co).kernel(KERNEL).metadata or {})
+
+
+def layout_of(md: dict) -> Layout:
+    """The layout a kernel's metadata declares (its .args: pointer + descriptor pairs, then i32 values,
+    then hidden arguments), named by LAYOUTS."""
     from flyasm.run.args import specs_from_metadata
-    md = read_code_object(co).kernel(KERNEL).metadata or {}
     size = int(md.get(".kernarg_segment_size") or 0)
     specs = specs_from_metadata(md.get(".args", []))
     explicit = [s for s in specs if not s.kind.startswith("hidden_")]
@@ -147,6 +167,8 @@ def pack(co: bytes, addrs: dict, B: int, S: int, H: int, Hkv: int, D: int = 128,
     ints = {"seq_len": S, "seq_len_kv": Skv, "stride_q_n": H * D, "stride_kv_n": Hkv * D, "head_dim": D}
     if Skv != S and "seq_len_kv" not in dict(lay.scalars):
         raise FlydslLaunchError(f"{KERNEL} of FlyDSL {lay.states} takes one seqlen for Q and KV, not {S} and {Skv}")
+    if (len(lay.slots), len(lay.scalars)) in WHOLE_TILES_ONLY and S % BLOCK_M:
+        raise FlydslLaunchError(f"{KERNEL} of FlyDSL {lay.states} takes a seqlen of whole {BLOCK_M}-row tiles, not {S}")
     # hidden arguments first (pack_args fills block counts, group sizes and remainders), then ours
     g = grid(H, S, B)
     buf = bytearray(pack_args(lay.hidden, [], None, lay.size, grid=g, block=(BLOCK, 1, 1)) if lay.hidden
@@ -194,7 +216,8 @@ def causal_keys(t, S: int, Skv: int):
 def row_launch(row: dict, idx: dict | None = None) -> dict:
     """Everything perf.predict needs for one measured FlyDSL row (the keys of aiter_launch.row_launch,
     plus tile_axis and wg_map): the row's code object (co_name, found in `idx` or ../shared/flydsl/
-    gfx950; a row without one takes the build FlyDSL's dispatch picks) at the row's shape, recorded
+    gfx950 or flydsl_build's cache, built when missing, of the kernel state the name says; a row
+    without one takes the build FlyDSL's dispatch picks) at the row's shape, recorded
     at batch 1, every head (the head count is compiled in, and the XCD-mapping build derives its
     tiles from it), seqlen trace_seqlen(S), its loop scaled.
 
@@ -217,12 +240,14 @@ def row_launch(row: dict, idx: dict | None = None) -> dict:
         path = Path(idx[name][0])
     else:                           # shipped, built before, or built now (flydsl_build says what it needs)
         import flydsl_build
-        xcd = name.endswith("_xcdswz.co")
+        commit = commit_of(name)
+        xcd = name.removesuffix(".co").partition("@")[0].endswith("_xcdswz")
+        own = co_name(H, causal, xcd, Hkv, D, commit=commit)
         path = flydsl_build.find(name)
-        if path is None and name != co_name(H, causal, xcd, Hkv, D):      # never price another build instead
+        if path is None and name != own:      # never price another build instead
             raise FlydslLaunchError(f"no FlyDSL code object {name!r}, and it is not the build of this row's "
-                                    f"heads and mask ({co_name(H, causal, xcd, Hkv, D)})")
-        path = path or flydsl_build.build(H, Hkv, causal, xcd)
+                                    f"heads and mask ({own})")
+        path = path or flydsl_build.build(H, Hkv, causal, xcd, commit)
     co = path.read_bytes()
     if int(row.get("hdim_v") or D) != D or int(row.get("mode") or 0) != 0 or row.get("dtype", "bf16") != "bf16":
         raise FlydslLaunchError(f"{name}: FlyDSL's dense bf16 forward takes hdim_q = hdim_v and batch mode")
