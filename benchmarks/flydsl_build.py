@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -167,6 +168,7 @@ def _venv(wheel: str) -> Path:
                     [str(py), "-m", "pip", "install", "-q", f"flydsl=={wheel}"]):
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode:
+                shutil.rmtree(venv, ignore_errors=True)       # no half-made venv left to be taken for one
                 tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["?"]
                 raise FL.FlydslLaunchError(f"cannot install the flydsl=={wheel} wheel into {venv} "
                                            f"({' '.join(cmd[2:4])}): {tail[0]}")
