@@ -132,6 +132,8 @@ def wheel_for(when: datetime) -> str:
 def kernel_state(commit: str) -> tuple[str, str, datetime]:
     """(full hash, kernel module path, commit date) of `commit` in FLYDSL_REPO."""
     repo = os.environ.get("FLYDSL_REPO")
+    if shutil.which("git") is None:
+        raise FL.FlydslLaunchError("building a FlyDSL commit needs git (apt install git)")
     if not repo or _git(repo, "rev-parse", "--git-dir").returncode:
         raise FL.FlydslLaunchError("FLYDSL_REPO must name a FlyDSL git repository "
                                    "(git clone https://github.com/ROCm/FlyDSL)")
@@ -152,9 +154,9 @@ def _sources(full: str) -> Path:
         r = _git(os.environ["FLYDSL_REPO"], "archive", full, "kernels")
         if r.returncode:
             raise FL.FlydslLaunchError(f"git archive {full[:8]} kernels failed: {r.stderr.decode().strip()}")
-        tmp = Path(tempfile.mkdtemp(dir=CACHE.parent))
-        tarfile.open(fileobj=io.BytesIO(r.stdout)).extractall(tmp, filter="data")
         src.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=src.parent))       # whole or not at all: renamed into place
+        tarfile.open(fileobj=io.BytesIO(r.stdout)).extractall(tmp, filter="data")
         os.replace(tmp, src)
     return src
 
@@ -209,7 +211,7 @@ def _build_at(name: str, commit: str, H: int, Hkv: int, causal: bool, xcd: bool,
                            env=_compile_env(Path(tmp) / "rocm", xcd), capture_output=True, text=True)
         if r.returncode or not out.is_file():
             tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise FL.FlydslLaunchError(f"FlyDSL build {name} (flydsl {wheel}) failed: {tail[0]}")
+            raise FL.FlydslLaunchError(f"FlyDSL build {name} with flydsl {wheel} failed ({tail[0]}); --wheel picks another")
         os.replace(out, CACHE / name)
     return CACHE / name
 

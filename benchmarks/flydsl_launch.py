@@ -45,7 +45,8 @@ DESC_BYTES = 40
 # slot past V with O for a dense bf16 call (its placeholder for DebugCounts, CuSeq*, descales,
 # BlockTable, a missing LSE, Bias, AlibiSlopes, Sink) and the paging/bias/alibi strides with 0.
 # #629 and #661's kernel takes whole 256-row tiles only (their docstring: seq_len % 256 == 0; in the
-# emulator a ragged seqlen reads past K); #683 made seq_len arbitrary.
+# emulator a ragged seqlen reads past K); #683 made seq_len arbitrary. Their dispatch
+# (flash_attn_generic._wrap_with_dualwave_swp) ran it only at seq_len >= 384, the generic kernel below.
 WHOLE_TILES_ONLY = {(5, 4)}
 LAYOUTS = {
     (5, 4): (("Q", "K", "V", "O", "DebugCounts"),
