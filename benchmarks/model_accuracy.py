@@ -65,23 +65,6 @@ MODEL_SOURCE = hashlib.sha256(b"".join(f.read_bytes() for f in sorted((ROOT / "f
                                        if f.stem not in ("calibrate", "report", "cli"))).hexdigest()
 
 
-def with_settings(p: P.Params, items, error) -> P.Params:
-    """p with the --set NAME=VALUE items applied (simulated constants only); `error` gets the one
-    sentence saying what is wrong with a bad item."""
-    for item in items:
-        name, _, value = item.partition("=")
-        if name not in P.Params.__dataclass_fields__ or name in P.FITTED:
-            error(f"--set {item}: {name!r} is not a simulated constant of perf.params.Params")
-        cur = getattr(p, name)
-        kind = type(cur) if cur is not None else float
-        try:
-            p = p.with_(**{name: value.lower() in ("1", "true", "yes") if kind is bool else kind(value)})
-        except ValueError:
-            error(f"--set {item}: {value!r} is not a value of {name} ({kind.__name__})")
-        print(f"note: simulated with {name} = {getattr(p, name)} (--set)")
-    return p
-
-
 def simulate_launch(L: dict, p: P.Params):
     """The perf.model GridRun of one launch as the launchers (aiter_launch / flydsl_launch .row_launch)
     describe it: recorded at its trace_grid, its reads placed by its probe (default, as perf.model.predict:
@@ -271,7 +254,16 @@ def main(argv=None) -> int:
     if not entries:
         print("no measured rows found in " + ", ".join(a.tables), file=sys.stderr)
         return 2
-    base = with_settings(P.load(), a.set, ap.error)
+    base = P.load()
+    for item in a.set:
+        name, _, value = item.partition("=")
+        if name not in P.Params.__dataclass_fields__ or name in P.FITTED:
+            ap.error(f"--set {item}: {name!r} is not a simulated constant of perf.params.Params")
+        try:
+            base = base.with_(**{name: type(getattr(base, name) if getattr(base, name) is not None else 0.0)(value)})
+        except ValueError:
+            ap.error(f"--set {item}: {value!r} is not a value of {name}")
+        print(f"note: simulated with {name} = {getattr(base, name)} (--set)")
     if a.set and a.write_params:
         ap.error("--write-params stores the fit of params.json's constants; it does not store --set values")
     cands = [base]

@@ -2,6 +2,7 @@
 as model_accuracy.py prices it, broken down (issue 20, short sequences).
 
     python3 benchmarks/short_rows.py TABLE [...] [--max-seqlen 1024] [--set NAME=VALUE]
+                                     [--experiment reads-at-hbm-share]
 
 Per row: measured and predicted us (shipped params.json, nothing refitted), the grid, workgroups a
 CU slot runs (rounds), each sampled work item's cycles with its MFMA-pipe cycles per SIMD, the
@@ -10,9 +11,10 @@ the fraction of CU slots busy and the clock it sets. Then, for rows measured in 
 predicted speed ratio against the measured one, as priced and with the makespan replaced by the
 perfect balance (what in-order dispatch costs the ratio).
 
-The numbers of model_accuracy.md's short-sequence sections. Its `--experiment reads-at-hbm-share`
-(every VMEM load at the CU's share of HBM, an upper bound) priced the model before the device's HBM
-queue (perf.hbm) replaced the CU's share for launches with a timeline: it lives at commit a450f4d.
+--experiment reads-at-hbm-share: every VMEM load also queues for the CU's share of HBM (as stores
+do, perf.cu), the upper bound of a round whose workgroups all start, and so all read, at once (L2 and
+MALL hits priced as HBM reads too). An experiment, not the model: the numbers of the rejected and
+open hypotheses in model_accuracy.md's short-sequence section.
 """
 from __future__ import annotations
 
@@ -27,9 +29,23 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import measured as MR  # noqa: E402
+from flyasm.perf import cu  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.perf.model import finish, occupancy_of  # noqa: E402
-from model_accuracy import simulate_launch, with_settings  # noqa: E402
+from model_accuracy import simulate_launch  # noqa: E402
+
+
+def reads_at_hbm_share() -> None:
+    """The experiment: perf.cu treats every plain VMEM load as it treats a store (after the port, its
+    bytes queue for the CU's share of HBM)."""
+    of = cu.Static.of.__func__
+
+    def patched(cls, program, p):
+        st = of(cls, program, p)
+        st.store = [s or (k == "vmem" and not a and program.insts[i].info.get("mem") == "load")
+                    for i, (s, k, a) in enumerate(zip(st.store, st.kind, st.atomic))]
+        return st
+    cu.Static.of = classmethod(patched)
 
 
 def breakdown(L: dict, p: P.Params) -> dict:
@@ -53,8 +69,17 @@ def main(argv=None) -> int:
     ap.add_argument("tables", nargs="+")
     ap.add_argument("--max-seqlen", type=int, default=1024)
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--experiment", choices=["reads-at-hbm-share"])
     a = ap.parse_args(argv)
-    p = with_settings(P.load(), a.set, ap.error)
+    p = P.load()
+    for item in a.set:
+        name, _, value = item.partition("=")
+        if name not in P.Params.__dataclass_fields__:
+            ap.error(f"--set {item}: {name!r} is not a constant of perf.params.Params")
+        p = p.with_(**{name: type(getattr(p, name))(float(value))})
+    if a.experiment == "reads-at-hbm-share":
+        reads_at_hbm_share()
+        print("experiment: every VMEM load queues for the CU's HBM share")
     idx = MR.co_index()
     rows = []
     for table, kind, r in MR.read_tables(a.tables):
