@@ -76,7 +76,11 @@ def main(argv=None) -> int:
         name, _, value = item.partition("=")
         if name not in P.Params.__dataclass_fields__:
             ap.error(f"--set {item}: {name!r} is not a constant of perf.params.Params")
-        p = p.with_(**{name: type(getattr(p, name))(float(value))})
+        kind = type(getattr(p, name)) if getattr(p, name) is not None else float
+        try:
+            p = p.with_(**{name: kind(float(value))})
+        except ValueError:
+            ap.error(f"--set {item}: {value!r} is not a number for {name}")
     if a.experiment == "reads-at-hbm-share":
         reads_at_hbm_share()
         print("experiment: every VMEM load queues for the CU's HBM share")

@@ -94,3 +94,11 @@ def test_short_rows_smoke():
     aiter = [s for s, line in zip(spans, re.findall(r"^(\w+) \S+ B\d+", out, re.M)) if line == "aiter"]
     assert len(aiter) == 2 and all(round(b) == a for a, b in aiter)
     assert len(re.findall(r"^run flydsl#629-[ab]: flydsl over aiter speed ratio measured", out, re.M)) == 2
+
+
+def test_short_rows_bad_set_value_is_one_sentence():
+    """A --set value that is not a number ends in argparse's one-line error (exit 2), not a traceback."""
+    r = subprocess.run([sys.executable, "benchmarks/short_rows.py", "no-such-table", "--set", "wg_jitter=abc"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].endswith("--set wg_jitter=abc: 'abc' is not a number for wg_jitter")
