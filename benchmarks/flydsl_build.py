@@ -179,13 +179,17 @@ def _venv(wheel: str) -> Path:
 
 
 def _compile_env(tmp: Path, xcd: bool) -> dict:
-    """FlyDSL's compile-only environment: ROCM_PATH a directory with llvm/bin/ld.lld (LLVM 22's) and,
-    for the XCD mapping, amdgcn/ (the device-library bitcode)."""
-    lld = sorted(Path("/usr/lib").glob("llvm-*/bin/ld.lld"), key=lambda p: int(p.parts[-3].split("-")[1]))
-    if not lld:
-        raise FL.FlydslLaunchError("no LLVM ld.lld under /usr/lib/llvm-*/bin (apt install lld-22)")
+    """FlyDSL's compile-only environment: ROCM_PATH a directory with llvm/bin/ld.lld (the toolchain
+    flyasm itself found: ROCm's or Debian's LLVM) and, for the XCD mapping, amdgcn/ (the
+    device-library bitcode)."""
+    from flyasm.asm.toolchain import find_toolchain
+    from flyasm.errors import ToolchainError
+    try:
+        lld = find_toolchain().lld
+    except ToolchainError as e:
+        raise FL.FlydslLaunchError(str(e)) from None
     (tmp / "llvm" / "bin").mkdir(parents=True)
-    (tmp / "llvm" / "bin" / "ld.lld").symlink_to(lld[-1])
+    (tmp / "llvm" / "bin" / "ld.lld").symlink_to(lld)
     if xcd:
         (tmp / "amdgcn").symlink_to(_bitcode())
     return dict(os.environ, ROCM_PATH=str(tmp), FLYDSL_GPU_ARCH="gfx950", ARCH="gfx950", COMPILE_ONLY="1",

@@ -36,8 +36,8 @@ BLOCK_M = 256             # Q rows per workgroup (DUALWAVE_SWP_BLOCK_M)
 BLOCK = 512               # 8 waves of 64
 N_XCD = 8                 # gfx950's XCDs (flash_attn_utils.NUM_XCD_GFX950)
 MIN_Q_BLOCKS_XCD = 64     # flash_attn_utils.MIN_Q_BLOCKS_XCD_SWIZZLE
-SLOT_BYTES = 48           # a tensor argument: u64 pointer, then {i32 shape[4]; i64 stride[3]} (40 bytes)
-DESC_BYTES = 40
+DESC_BYTES = 40           # {i32 shape[4]; i64 stride[3]}, after a tensor argument's u64 pointer
+SLOT_BYTES = 8 + DESC_BYTES
 
 # The kernarg layouts of FlyDSL's kernel states, keyed by what a code object's metadata shows: (tensor
 # slots, i32 arguments). Names are the kernel's parameters (flash_attn_dualwave_swp_gfx950_kernel at
