@@ -65,6 +65,19 @@ MODEL_SOURCE = hashlib.sha256(b"".join(f.read_bytes() for f in sorted((ROOT / "f
                                        if f.stem not in ("calibrate", "report", "cli"))).hexdigest()
 
 
+def with_setting(p: P.Params, item: str, error, excluded=()) -> P.Params:
+    """p with a --set NAME=VALUE item applied; `error` (argparse's) gets the one sentence saying what is
+    wrong: not a constant of Params (or one of `excluded`), or a value that is not a number."""
+    name, _, value = item.partition("=")
+    if name not in P.Params.__dataclass_fields__ or name in excluded:
+        error(f"--set {item}: {name!r} is not a {'simulated ' if excluded else ''}constant of perf.params.Params")
+    kind = type(getattr(p, name)) if getattr(p, name) is not None else float
+    try:
+        return p.with_(**{name: kind(float(value))})
+    except ValueError:
+        error(f"--set {item}: {value!r} is not a number for {name}")
+
+
 def simulate_launch(L: dict, p: P.Params):
     """The perf.model GridRun of one launch as the launchers (aiter_launch / flydsl_launch .row_launch)
     describe it: recorded at its trace_grid, its reads placed by its probe (default, as perf.model.predict:
@@ -256,14 +269,8 @@ def main(argv=None) -> int:
         return 2
     base = P.load()
     for item in a.set:
-        name, _, value = item.partition("=")
-        if name not in P.Params.__dataclass_fields__ or name in P.FITTED:
-            ap.error(f"--set {item}: {name!r} is not a simulated constant of perf.params.Params")
-        try:
-            base = base.with_(**{name: type(getattr(base, name) if getattr(base, name) is not None else 0.0)(value)})
-        except ValueError:
-            ap.error(f"--set {item}: {value!r} is not a value of {name}")
-        print(f"note: simulated with {name} = {getattr(base, name)} (--set)")
+        base = with_setting(base, item, ap.error, P.FITTED)
+        print(f"note: simulated with {item.partition('=')[0]} = {getattr(base, item.partition('=')[0])} (--set)")
     if a.set and a.write_params:
         ap.error("--write-params stores the fit of params.json's constants; it does not store --set values")
     cands = [base]

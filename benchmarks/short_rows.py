@@ -32,7 +32,7 @@ import measured as MR  # noqa: E402
 from flyasm.perf import cu  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.perf.model import finish, occupancy_of  # noqa: E402
-from model_accuracy import simulate_launch  # noqa: E402
+from model_accuracy import simulate_launch, with_setting  # noqa: E402
 
 
 def reads_at_hbm_share() -> None:
@@ -73,14 +73,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     p = P.load()
     for item in a.set:
-        name, _, value = item.partition("=")
-        if name not in P.Params.__dataclass_fields__:
-            ap.error(f"--set {item}: {name!r} is not a constant of perf.params.Params")
-        kind = type(getattr(p, name)) if getattr(p, name) is not None else float
-        try:
-            p = p.with_(**{name: kind(float(value))})
-        except ValueError:
-            ap.error(f"--set {item}: {value!r} is not a number for {name}")
+        p = with_setting(p, item, ap.error)
     if a.experiment == "reads-at-hbm-share":
         reads_at_hbm_share()
         print("experiment: every VMEM load queues for the CU's HBM share")
