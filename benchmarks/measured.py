@@ -64,17 +64,30 @@ def row_call(kind: str, row: dict, idx: dict) -> dict:
     return dict(launches=[L], flops=L["flops"], group=L["group"] if kind == "fmha" else "")
 
 
+class MeasuredTableError(ValueError):
+    """A path given as a measured table that is not one: missing, not a CSV, or a CSV of no known kind."""
+
+
 def read_tables(paths) -> list[tuple[str, str, dict]]:
-    """(table stem, kind, row dict with its index in '_row') of every measured row under paths."""
+    """(table stem, kind, row dict with its index in '_row') of every measured row under paths. A file
+    named directly must be a measured table; a directory's CSVs of no known kind are skipped."""
     import pandas as pd
     files = []
     for p in map(Path, paths):
-        files += sorted(p.glob("*.csv")) if p.is_dir() else [p]
+        if not p.exists():
+            raise MeasuredTableError(f"{p}: no such measured table or directory")
+        files += [(f, False) for f in sorted(p.glob("*.csv"))] if p.is_dir() else [(p, True)]
     out = []
-    for f in files:
-        df = pd.read_csv(f)
+    for f, named in files:
+        try:
+            df = pd.read_csv(f)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, IsADirectoryError) as e:
+            raise MeasuredTableError(f"{f}: not a CSV table ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
         kind = table_kind(df.columns)
         if kind is None:
+            if named:
+                raise MeasuredTableError(f"{f}: not a measured table (its columns are not those of a GEMM, "
+                                         "attention forward or attention backward table)")
             continue
         if kind == "gemm":
             df = df[(df["gfx"] == "gfx950") & (df["cu_num"] == 256) & (df["libtype"] == "asm")]

@@ -255,7 +255,10 @@ def main(argv=None) -> int:
     if a.no_fit and a.write_params:
         ap.error("--write-params stores a fit; --no-fit makes none")
     idx = MR.co_index(a.co_dir)
-    entries = MR.read_tables(a.tables)
+    try:
+        entries = MR.read_tables(a.tables)
+    except MR.MeasuredTableError as e:
+        ap.error(str(e))
     if a.limit:
         seen: dict = {}
         entries = [e for e in entries if seen.setdefault(e[0], []).append(1) or len(seen[e[0]]) <= a.limit]

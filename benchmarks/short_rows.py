@@ -78,8 +78,12 @@ def main(argv=None) -> int:
         reads_at_hbm_share()
         print("experiment: every VMEM load queues for the CU's HBM share")
     idx = MR.co_index()
+    try:
+        entries = MR.read_tables(a.tables)
+    except MR.MeasuredTableError as e:
+        ap.error(str(e))
     rows = []
-    for table, kind, r in MR.read_tables(a.tables):
+    for table, kind, r in entries:
         if kind != "fmha" or int(r["seqlen_q"]) > a.max_seqlen:
             continue
         call = MR.row_call(kind, r, idx)

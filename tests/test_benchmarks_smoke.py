@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 KERNEL = '''
@@ -84,7 +86,6 @@ def test_short_rows_smoke():
     dispatch's makespan, and equals it for a grid of equal workgroups in whole rounds (aiter's pairs)."""
     import re
 
-    import pytest
     table = ROOT.parent / "shared" / "flydsl" / "measured"
     if not table.exists():
         pytest.skip("../shared/flydsl/measured is absent (FlyDSL's measured table)")
@@ -102,3 +103,22 @@ def test_short_rows_bad_set_value_is_one_sentence():
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].endswith("--set wg_jitter=abc: 'abc' is not a number for wg_jitter")
+
+
+@pytest.mark.parametrize("script", ["benchmarks/model_accuracy.py", "benchmarks/short_rows.py"])
+@pytest.mark.parametrize("what", ["missing", "not-csv", "not-a-table"])
+def test_bad_table_path_is_one_sentence(tmp_path, script, what):
+    """A table argument that is missing, not a CSV, or a CSV of no known kind ends in one sentence naming
+    the path (argparse's error, exit 2), not a traceback."""
+    path = tmp_path / "t.csv"
+    if what == "not-csv":
+        path.write_bytes(b"\x00\xff\xfe not text")
+    elif what == "not-a-table":
+        path.write_text("a,b\n1,2\n")
+    r = subprocess.run([sys.executable, script, str(path)] + (["--no-fit"] if "accuracy" in script else []),
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert last.startswith(f"{Path(script).name}: error: {path}: ")
+    assert {"missing": "no such measured table", "not-csv": "not a CSV table",
+            "not-a-table": "not a measured table"}[what] in last
