@@ -93,10 +93,37 @@ def simulate_launch(L: dict, p: P.Params):
                          wg_map=wg_map, footprint=fp)
 
 
+def _packed(kernarg, buffers: dict) -> bytes:
+    """A launch's kernarg bytes as content for a cache key: a callable packs fixed stand-in addresses."""
+    if isinstance(kernarg, (bytes, bytearray)):
+        return bytes(kernarg)
+    return bytes(kernarg({n: (i + 1) << 36 for i, n in enumerate(sorted(buffers))}))
+
+
+def _sizes(buffers: dict) -> list:
+    return sorted((k, v if isinstance(v, int) else hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
+                  for k, v in buffers.items())
+
+
+def launch_content(L: dict) -> tuple:
+    """What, beyond the code object and grids, decides a launch's simulation: its recorded kernarg and
+    buffers, the real launch the placement probes (kernarg and buffers), and which work item each
+    workgroup runs (wg_map's values over the grid, not its name)."""
+    probe = L.get("probe") or {}
+    g = tuple(L["grid"]) + (1,) * (3 - len(L["grid"]))
+    items = None
+    if L.get("wg_map") is not None:
+        z, y, x = np.meshgrid(*(np.arange(n) for n in g[::-1]), indexing="ij")
+        items = hashlib.sha256(np.stack([np.asarray(a, np.int64).ravel()
+                                         for a in L["wg_map"](g, x.ravel(), y.ravel(), z.ravel())]).tobytes()).hexdigest()
+    return (hashlib.sha256(_packed(L["kernarg"], L["buffers"])).hexdigest(), _sizes(L["buffers"]),
+            hashlib.sha256(_packed(probe["kernarg"], probe["buffers"])).hexdigest() if probe else None,
+            _sizes(probe.get("buffers") or {}), items)
+
+
 def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
     """(cycles, fraction of CU slots busy) of one row, cached by content."""
-    kah = L["kernarg"] if isinstance(L["kernarg"], bytes) else None
-    axis, wg_map = L.get("tile_axis", 0), L.get("wg_map")
+    axis = L.get("tile_axis", 0)
     tg = tuple(L["trace_grid"]) + (1,) * (3 - len(L["trace_grid"]))
     scale = L["loop_scale"]
     if callable(scale):             # keyed by its values at the samples (a function's repr is its address)
@@ -105,10 +132,8 @@ def simulate_row(L: dict, p: P.Params, cache: dict) -> tuple[int, float]:
     # row's simulation used (recorded at its first simulation): a search over them re-simulates only
     # the rows they reach (the atomic rate: kernels with atomics; the placement's: shared streams)
     key = hashlib.sha256(repr((hashlib.sha256(L["co"]).hexdigest(), L["kernel"], L["grid"], L["trace_grid"],
-                               scale, kah, sorted((k, v if isinstance(v, int) else v.nbytes)
-                                                  for k, v in L["buffers"].items()),
-                               p.with_(**{n: 0 for n in P.FITTED + P.FITTED_SIMULATED}), MODEL_SOURCE, axis,
-                               getattr(wg_map, "__qualname__", None))).encode()).hexdigest()
+                               scale, launch_content(L), p.with_(**{n: 0 for n in P.FITTED + P.FITTED_SIMULATED}),
+                               MODEL_SOURCE, axis)).encode()).hexdigest()
 
     def with_values(uses):
         return key + repr([(n, getattr(p, n)) for n in uses])

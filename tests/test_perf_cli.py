@@ -199,3 +199,33 @@ def test_rows_cache_keeps_what_another_run_wrote(tmp_path, monkeypatch):
     (tmp_path / "rows.json").write_text(json.dumps({"other": [1], "same": [2]}))
     MA.save_rows_cache({"same": [3], "mine": [4]})
     assert json.loads((tmp_path / "rows.json").read_text()) == {"other": [1], "same": [3], "mine": [4]}
+
+
+def test_row_cache_key_sees_the_probe_and_the_work_items():
+    """A cached row is keyed by what decides its simulation: the recorded kernarg, the probed real launch
+    (its kernarg and buffers) and the work item of every workgroup (wg_map's values, not its name)."""
+    import numpy as np
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import model_accuracy as MA
+
+    def ka(scale):
+        return lambda a: b"".join(int(v).to_bytes(8, "little") for _, v in sorted(a.items())) + bytes([scale])
+
+    def swap(g, x, y, z):
+        return y, x, z
+
+    def swap_too(g, x, y, z):          # another name, the same items
+        return y, x, z
+
+    def ident(g, x, y, z):
+        return x, y, z
+    base = dict(grid=(4, 4, 1), kernarg=ka(1), buffers={"q": 64, "k": 64},
+                probe={"kernarg": ka(1), "buffers": {"q": 4096, "k": 4096, "s": np.arange(3, dtype=np.int32)}},
+                wg_map=swap)
+    key = MA.launch_content(base)
+    assert MA.launch_content(dict(base)) == key
+    assert MA.launch_content(dict(base, wg_map=swap_too)) == key
+    for change in (dict(wg_map=ident), dict(wg_map=None), dict(kernarg=ka(2)), dict(buffers={"q": 64, "k": 128}),
+                   dict(probe=dict(base["probe"], kernarg=ka(3))), dict(probe=None),
+                   dict(probe=dict(base["probe"], buffers={**base["probe"]["buffers"], "s": np.arange(1, 4, dtype=np.int32)}))):
+        assert MA.launch_content(dict(base, **change)) != key, change
