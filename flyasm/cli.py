@@ -111,7 +111,7 @@ def build(kernel, params, out_dir):
     kw = _parse_params(params)
     try:
         k = fn(**kw)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:     # a parameter the builder does not take, or a value it refuses
         raise FlyasmError(f"calling {kernel} with {kw}: {e}", find_loc=False) from None
     if not isinstance(k, Kernel):
         raise FlyasmError(f"{kernel} returned {type(k).__name__}, not a Kernel", find_loc=False)

@@ -169,7 +169,7 @@ def build_variant(path: str, index: int, params: dict, check: bool = True) -> Va
     t0 = time.perf_counter()
     try:
         k = mod.build(**params)
-    except (TypeError, FlyasmError) as e:   # re-raised as one picklable sentence naming the variant
+    except (TypeError, ValueError, FlyasmError) as e:   # re-raised as one picklable sentence naming the variant
         raise DispatchError(f"{Path(path).name}: build({_fmt_params(params)}) failed: {e}") from None
     t1 = time.perf_counter()
     if not isinstance(k, Kernel):

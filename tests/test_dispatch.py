@@ -26,11 +26,14 @@ ONE = [dict(dtype="f32", op="add")]
 TWICE = [dict(dtype="f32", op="add"), dict(op="add", dtype="f32")]
 BAD = [dict(dtype="f32", op="add"), dict(dtype="f32", op="pow")]
 NOT_DICT = [("f32", "add")]
+REFUSED = [dict(dtype="f64", op="add")]
 
 def grid_fn():
     return [dict(dtype="f16", op="mul")]
 
 def build(dtype="f32", op="add"):
+    if dtype not in ("f32", "f16"):
+        raise ValueError(f"dtype is 'f32' or 'f16', not {dtype!r}")
     k = Kernel(f"vop_{op}_{dtype}", block=64)
     out, x, y = k.arg("out", "ptr"), k.arg("x", "ptr"), k.arg("y", "ptr")
     k.s_load_dwordx2(s[4:5], k.kernarg_ptr, out.offset)
@@ -206,6 +209,17 @@ def test_cli_build_set(vop_file, tmp_path):
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "op='pow'" in r.output
     r = CliRunner().invoke(main, ["build-set", str(tmp_path / "missing.py"), "-o", str(tmp_path / "q")])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_a_builder_refusing_a_value_is_one_sentence(vop_file, tmp_path):
+    """A builder's ValueError (Python's convention for a value it does not take) names the variant in one
+    sentence, from build-set (in a worker process) and from `flyasm build`, not a traceback."""
+    with pytest.raises(DispatchError, match=r"^vop.py: build\(dtype='f64', op='add'\) failed: dtype is 'f32' or 'f16', "
+                       r"not 'f64'$"):
+        build_set(f"{vop_file}:REFUSED", tmp_path / "x", jobs=2, progress=False)
+    r = CliRunner().invoke(main, ["build", f"{vop_file}:build", "-p", "dtype=f64", "-o", str(tmp_path / "y")])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "dtype is 'f32' or 'f16', not 'f64'" in r.output and "Traceback" not in r.output
 
 
 def test_variant_failure_message_is_one_sentence(vop_file, tmp_path):
