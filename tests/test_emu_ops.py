@@ -3,6 +3,7 @@ denormals). Snippets run directly as decoded IR (no assembler) with one wave."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from flyasm.emu import Memory, run_program
 from flyasm.emu.machine import Machine
@@ -159,3 +160,56 @@ def test_not_emulated_is_clean():
     from flyasm.emu import EmuError
     with pytest.raises(EmuError, match="not emulated: v_sin_f32 at pc"):
         run(["v_sin_f32_e32 v1, v2"])
+
+
+# v_bitop3_b32 against LLVM's own lowering: llc (gfx950) turns each expression of three per-lane
+# values into one v_bitop3_b32 whose operand order and truth table are LLVM's; run with those, the
+# emulator must compute the expression.
+BITOP3_EXPRS = {                 # IR body over %a %b %c -> %r, and the same function in numpy
+    "(a & ~b) ^ c": ("%nb = xor i32 %b, -1\n  %t = and i32 %a, %nb\n  %r = xor i32 %t, %c", lambda a, b, c: (a & ~b) ^ c),
+    "a ? b : c": ("%na = xor i32 %a, -1\n  %t = and i32 %a, %b\n  %u = and i32 %na, %c\n  %r = or i32 %t, %u",
+                  lambda a, b, c: (a & b) | (~a & c)),
+    "(a | b) & ~c": ("%o = or i32 %a, %b\n  %nc = xor i32 %c, -1\n  %r = and i32 %o, %nc", lambda a, b, c: (a | b) & ~c),
+    "~(a | b) | c": ("%o = or i32 %a, %b\n  %no = xor i32 %o, -1\n  %r = or i32 %no, %c", lambda a, b, c: ~(a | b) | c),
+}
+BITOP3_KERNEL = """define amdgpu_kernel void @f(ptr addrspace(1) %out, ptr addrspace(1) %in) {{
+  %id = call i32 @llvm.amdgcn.workitem.id.x()
+  %pa = getelementptr i32, ptr addrspace(1) %in, i32 %id
+  %a = load volatile i32, ptr addrspace(1) %pa
+  %pb = getelementptr i32, ptr addrspace(1) %pa, i32 64
+  %b = load volatile i32, ptr addrspace(1) %pb
+  %pc = getelementptr i32, ptr addrspace(1) %pa, i32 128
+  %c = load volatile i32, ptr addrspace(1) %pc
+  {body}
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %id
+  store i32 %r, ptr addrspace(1) %po
+  ret void
+}}
+declare i32 @llvm.amdgcn.workitem.id.x()
+"""
+
+
+@pytest.mark.parametrize("expr", sorted(BITOP3_EXPRS))
+def test_bitop3_b32_computes_what_llvm_lowered_to_it(expr, tmp_path):
+    import re
+    import subprocess
+    from oracles.hazard_probes import find_tool
+    llc = find_tool("llc")
+    if llc is None:
+        pytest.skip("llc (LLVM 22) is not installed")
+    body, ref = BITOP3_EXPRS[expr]
+    (tmp_path / "f.ll").write_text(BITOP3_KERNEL.format(body=body))
+    asm = subprocess.run([str(llc), "-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx950", "-O2", str(tmp_path / "f.ll"),
+                          "-o", "-"], capture_output=True, text=True, check=True).stdout
+    # a, b, c are loaded from byte offsets 0, 256, 512 (volatile: in that order)
+    loaded = {m.group(1): "abc"[int(m.group(2) or 0) // 256]
+              for m in re.finditer(r"global_load_dword (v\d+), v\d+, s\[\d+:\d+\](?: offset:(\d+))?", asm)}
+    lines = [ln.strip() for ln in asm.splitlines() if ln.strip().startswith("v_bitop3_b32")]
+    after = asm[asm.rindex("global_load_dword"):asm.index("global_store_dword")]
+    assert len(lines) == 1 and len(loaded) == 3 and after.count("\tv_") == 1, \
+        f"llc did not lower {expr} to one v_bitop3_b32 of the loaded values:\n{asm}"
+    dst, *srcs = (o.strip() for o in lines[0].split(None, 1)[1].split(" bitop3:")[0].split(","))
+    vals = {k: RNG.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32) for k in "abc"}
+    regs = {10 + i: vals[loaded[o]] for i, o in enumerate(srcs)}
+    m = run([f"v_bitop3_b32 v20, v10, v11, v12 bitop3:{lines[0].split('bitop3:')[1]}"], regs)
+    assert np.array_equal(m.R[0, 20], ref(vals["a"], vals["b"], vals["c"])), (expr, lines[0])

@@ -236,6 +236,21 @@ def _brev(a):
 VALU["v_bfrev_b32"] = ("b32", ("b32",), _brev)
 
 
+def bitop3(table: int):
+    """V_BITOP3_B32 with truth table `table`: result bit = table bit (S0 << 2 | S1 << 1 | S2) of the
+    sources' bits (LLVM 22 lowers (a & ~b) ^ c to bitop3:0x9c with S0 = a, S1 = c, S2 = b)."""
+    def f(a, b, c):
+        r = np.zeros(np.broadcast(a, b, c).shape, U32)
+        for i in range(8):
+            if table >> i & 1:
+                r |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+        return r
+    return f
+
+
+VALU["v_bitop3_b32"] = ("b32", ("b32",) * 3, bitop3(0))     # the instruction's own table: c_valu
+
+
 def _h(x):
     return x.astype(np.float16).view(np.uint16).astype(U32)
 
@@ -372,6 +387,8 @@ def c_valu(inst, ctx):
     dt, sts, fn = VALU[inst.name]
     ops = list(inst.operands)
     mods = inst.modifiers
+    if inst.name == "v_bitop3_b32":
+        fn = bitop3(int(mods.get("bitop3") or 0))
     dst = ops[0]
     srcs = ops[1:]
     if inst.name in ACCUM:
