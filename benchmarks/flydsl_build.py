@@ -6,6 +6,7 @@ compiler through ../shared/flydsl/build/build.sh, into a cache beside the timing
     python3 benchmarks/flydsl_build.py --table CSV [--table CSV ...]   # every build the rows need
     python3 benchmarks/flydsl_build.py --list                          # what is built / shipped
     python3 benchmarks/flydsl_build.py --commit 293b3b2b --H 64 --causal 1     # an older kernel state
+    python3 benchmarks/flydsl_build.py --commit 293b3b2b --generic 128 --H 64 --causal 1   # its generic kernel
 
 A FlyDSL binary depends on its head counts, causal and the XCD mapping only (../shared/flydsl/README.md),
 so one build serves every batch and seqlen. What a build needs, none of it committed here:
@@ -29,6 +30,11 @@ Built this way, each kernel state of LAYOUTS (causal h64), its metadata the layo
 #758, 4be56142 #845, cc141e85 #844, 4521c8cb #960 (the releases WHEELS picks), 9d7accfc #1009 (0.3.2,
 WHEEL_PINS); #629's is the one run in the emulator against torch. A wheel too new or too old for a
 commit fails in FlyDSL's import or compile: the error says which wheel; --wheel picks another.
+
+--generic BLOCK_M builds the commit's generic kernel (flash_attn_generic.py, GENERIC_MODULES), which
+#629's dispatch ran below seqlen 384 and at seqlens not a multiple of 256 (flydsl_launch.DISPATCH), as
+fa_generic_m128_bf16_d128_causal_h64@293b3b2b.co; its exp2 is the device library's (__ocml_exp2_f32),
+so it needs the bitcode as an XCD-mapping build does.
 """
 from __future__ import annotations
 
@@ -50,6 +56,8 @@ BUILD_SH = FL.SHARED / "build" / "build.sh"
 COMPILE_PY = Path(__file__).resolve().parent / "flydsl_compile.py"
 CACHE = Path(os.environ.get("FLYASM_CACHE", Path.home() / ".cache" / "flyasm")) / "flydsl" / "gfx950"
 KERNEL_MODULES = ("kernels/attention/flash_attn_gfx950.py", "kernels/flash_attn_gfx950.py")   # after / before #807
+GENERIC_MODULES = ("kernels/attention/flash_attn_generic.py", "kernels/flash_attn_generic.py")
+NEEDS_BITCODE = "apt install rocm-device-libs, or set AMDGCN_BITCODE"
 # flydsl releases on PyPI (pypi.org/pypi/flydsl/json: first upload of each, UTC); dev builds left out
 WHEELS = (("0.1.8", "2026-05-16T14:04"), ("0.2.0", "2026-06-04T02:13"), ("0.2.1", "2026-06-16T13:13"),
           ("0.2.2", "2026-06-17T10:04"), ("0.2.3", "2026-07-09T06:55"), ("0.2.4", "2026-07-12T13:40"),
@@ -84,7 +92,7 @@ def why_not_buildable(xcd: bool) -> str | None:
     if not BUILD_SH.is_file():
         return f"{BUILD_SH} is absent (../shared is not here)"
     if xcd and _bitcode() is None:
-        return "an XCD-mapping build needs AMD's device-library bitcode (apt install rocm-device-libs, or set AMDGCN_BITCODE)"
+        return f"an XCD-mapping build needs AMD's device-library bitcode ({NEEDS_BITCODE})"
     return None
 
 
@@ -129,8 +137,9 @@ def wheel_for(when: datetime) -> str:
     return before[-1]
 
 
-def kernel_state(commit: str) -> tuple[str, str, datetime]:
-    """(full hash, kernel module path, commit date) of `commit` in FLYDSL_REPO."""
+def kernel_state(commit: str, modules: tuple = KERNEL_MODULES) -> tuple[str, str, datetime]:
+    """(full hash, kernel module path, commit date) of `commit` in FLYDSL_REPO; the module is the first
+    of `modules` the commit has."""
     repo = os.environ.get("FLYDSL_REPO")
     if shutil.which("git") is None:
         raise FL.FlydslLaunchError("building a FlyDSL commit needs git (apt install git)")
@@ -141,9 +150,9 @@ def kernel_state(commit: str) -> tuple[str, str, datetime]:
     if r.returncode:
         raise FL.FlydslLaunchError(f"FLYDSL_REPO ({repo}) has no commit {commit} (git -C {repo} fetch)")
     full, date = r.stdout.split()
-    module = next((m for m in KERNEL_MODULES if not _git(repo, "cat-file", "-e", f"{full}:{m}").returncode), None)
+    module = next((m for m in modules if not _git(repo, "cat-file", "-e", f"{full}:{m}").returncode), None)
     if module is None:
-        raise FL.FlydslLaunchError(f"FlyDSL at {commit} has no gfx950 attention forward ({' or '.join(KERNEL_MODULES)})")
+        raise FL.FlydslLaunchError(f"FlyDSL at {commit} has no gfx950 attention forward ({' or '.join(modules)})")
     return full, module, datetime.fromisoformat(date)
 
 
@@ -178,10 +187,10 @@ def _venv(wheel: str) -> Path:
     return py
 
 
-def _compile_env(tmp: Path, xcd: bool) -> dict:
+def _compile_env(tmp: Path, bitcode: bool) -> dict:
     """FlyDSL's compile-only environment: ROCM_PATH a directory with llvm/bin/ld.lld (the toolchain
-    flyasm itself found: ROCm's or Debian's LLVM) and, for the XCD mapping, amdgcn/ (the
-    device-library bitcode)."""
+    flyasm itself found: ROCm's or Debian's LLVM) and, for the XCD mapping and the generic kernel,
+    amdgcn/ (the device-library bitcode)."""
     from flyasm.asm.toolchain import find_toolchain
     from flyasm.errors import ToolchainError
     try:
@@ -190,18 +199,26 @@ def _compile_env(tmp: Path, xcd: bool) -> dict:
         raise FL.FlydslLaunchError(str(e)) from None
     (tmp / "llvm" / "bin").mkdir(parents=True)
     (tmp / "llvm" / "bin" / "ld.lld").symlink_to(lld)
-    if xcd:
+    if bitcode:
         (tmp / "amdgcn").symlink_to(_bitcode())
     return dict(os.environ, ROCM_PATH=str(tmp), FLYDSL_GPU_ARCH="gfx950", ARCH="gfx950", COMPILE_ONLY="1",
                 FLYDSL_RUNTIME_ENABLE_CACHE="0")
 
 
-def _build_at(name: str, commit: str, H: int, Hkv: int, causal: bool, xcd: bool, wheel: str | None) -> Path:
-    if xcd and _bitcode() is None:
-        raise FL.FlydslLaunchError(f"FlyDSL build {name}: an XCD-mapping build needs AMD's device-library "
-                                   "bitcode (apt install rocm-device-libs, or set AMDGCN_BITCODE)")
+def build_generic(H: int, Hkv: int, causal: bool, block_m: int, commit: str, wheel: str | None = None) -> Path:
+    """The code object of FlyDSL's generic kernel at `commit` with this BLOCK_M (128 or 256), building it
+    into CACHE when it is not built."""
+    name = FL.generic_co_name(H, causal, block_m, commit, Hkv)
+    return find(name) or _build_at(name, commit, H, Hkv, causal, False, wheel, block_m)
+
+
+def _build_at(name: str, commit: str, H: int, Hkv: int, causal: bool, xcd: bool, wheel: str | None,
+              block_m: int = 0) -> Path:
+    if (xcd or block_m) and _bitcode() is None:
+        what = "the generic kernel" if block_m else "an XCD-mapping build"
+        raise FL.FlydslLaunchError(f"FlyDSL build {name}: {what} needs AMD's device-library bitcode ({NEEDS_BITCODE})")
     try:
-        full, module, when = kernel_state(commit)
+        full, module, when = kernel_state(commit, GENERIC_MODULES if block_m else KERNEL_MODULES)
         wheel = wheel or WHEEL_PINS.get(full[:8]) or wheel_for(when)
         src, py = _sources(full), _venv(wheel)
     except FL.FlydslLaunchError as e:
@@ -211,8 +228,9 @@ def _build_at(name: str, commit: str, H: int, Hkv: int, causal: bool, xcd: bool,
         out = Path(tmp) / name
         r = subprocess.run([str(py), str(COMPILE_PY), "--root", str(src), "--module",
                             module.removesuffix(".py").replace("/", "."), "--H", str(H), "--Hkv", str(Hkv),
-                            "--causal", str(int(causal)), "--xcd", str(int(xcd)), "--out", str(out)],
-                           env=_compile_env(Path(tmp) / "rocm", xcd), capture_output=True, text=True)
+                            "--causal", str(int(causal)), "--xcd", str(int(xcd)), "--block-m", str(block_m),
+                            "--out", str(out)],
+                           env=_compile_env(Path(tmp) / "rocm", xcd or bool(block_m)), capture_output=True, text=True)
         if r.returncode or not out.is_file():
             tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
             raise FL.FlydslLaunchError(f"FlyDSL build {name} with flydsl {wheel} failed ({tail[0]}); --wheel picks another")
@@ -220,17 +238,25 @@ def _build_at(name: str, commit: str, H: int, Hkv: int, causal: bool, xcd: bool,
     return CACHE / name
 
 
-def needed(tables) -> list[tuple[int, int, bool, bool, str | None]]:
-    """(H, Hkv, causal, xcd, commit) of the build each attention row of the tables runs under FlyDSL's
-    dispatch, of the kernel state a FlyDSL row's co_name names (none: the shipped one)."""
+def needed(tables) -> list[tuple[int, int, bool, bool, str | None, int]]:
+    """(H, Hkv, causal, xcd, commit, generic BLOCK_M or 0) of the build each attention row of the tables
+    runs: a row of a kernel state with a dispatch (flydsl_launch.DISPATCH) the kernel that dispatch picks
+    when it is the generic one; else the build FlyDSL's dispatch picks, of the kernel state a FlyDSL
+    row's co_name names (none: the shipped one)."""
     import measured
     out = []
     for _, kind, r in measured.read_tables(tables):
         if kind != "fmha":
             continue
-        H, Hkv, S, causal = int(r["nhead_q"]), int(r["nhead_k"]), int(r["seqlen_q"]), bool(int(r["mask"]))
-        v = (H, Hkv, causal, FL.build_name(H, S, causal, Hkv).endswith("_xcdswz.co"),
-             FL.commit_of(r.get("co_name") or "") if measured.author(r) == "flydsl" else None)
+        B, H, Hkv, S, causal = int(r["batch"]), int(r["nhead_q"]), int(r["nhead_k"]), int(r["seqlen_q"]), bool(int(r["mask"]))
+        fly = measured.author(r) == "flydsl"
+        state = FL.row_state(r) if fly else None
+        block_m = FL.DISPATCH[state](B, S, H) if state in FL.DISPATCH else 0
+        if block_m:
+            v = (H, Hkv, causal, False, state, block_m)
+        else:
+            v = (H, Hkv, causal, FL.build_name(H, S, causal, Hkv).endswith("_xcdswz.co"),
+                 FL.commit_of(r.get("co_name") or "") if fly else None, 0)
         if v not in out:
             out.append(v)
     return out
@@ -243,6 +269,8 @@ def main(argv=None) -> int:
     ap.add_argument("--causal", type=int, default=0)
     ap.add_argument("--xcd", action="store_true", help="the XCD-mapping build")
     ap.add_argument("--commit", help="FlyDSL's kernel state at this commit (needs FLYDSL_REPO)")
+    ap.add_argument("--generic", type=int, default=0, metavar="BLOCK_M",
+                    help="the commit's generic kernel with this BLOCK_M (128 or 256), not the dual-wave one")
     ap.add_argument("--wheel", help="the flydsl version to build --commit with (default: WHEELS' pick)")
     ap.add_argument("--table", action="append", default=[], help="build what these measured rows need")
     ap.add_argument("--list", action="store_true")
@@ -250,15 +278,22 @@ def main(argv=None) -> int:
     if a.list:
         for d in (FL.CO_DIR, CACHE):
             for p in sorted(d.glob("*.co")) if d.is_dir() else []:
-                print(f"{p.name:<48} {d}")
+                print(f"{p.name:<56} {d}")
         return 0
-    todo = needed(a.table) if a.table else [(a.H, a.Hkv or a.H, bool(a.causal), a.xcd, a.commit)] if a.H else []
+    if a.generic and (not a.commit or a.xcd or a.generic not in (128, 256)):
+        ap.error("--generic takes 128 or 256, with --commit and without --xcd")
+    todo = needed(a.table) if a.table else \
+        [(a.H, a.Hkv or a.H, bool(a.causal), a.xcd, a.commit, a.generic)] if a.H else []
     if not todo:
-        ap.error("give --H (and --Hkv, --causal, --xcd, --commit) or --table")
+        ap.error("give --H (and --Hkv, --causal, --xcd, --commit, --generic) or --table")
     rc = 0
-    for H, Hkv, causal, xcd, commit in todo:
+    for H, Hkv, causal, xcd, commit, block_m in todo:
         try:
-            print(f"{FL.co_name(H, causal, xcd, Hkv, commit=commit):<48} {build(H, Hkv, causal, xcd, commit, a.wheel)}")
+            if block_m:
+                name, path = FL.generic_co_name(H, causal, block_m, commit, Hkv), build_generic(H, Hkv, causal, block_m, commit, a.wheel)
+            else:
+                name, path = FL.co_name(H, causal, xcd, Hkv, commit=commit), build(H, Hkv, causal, xcd, commit, a.wheel)
+            print(f"{name:<56} {path}")
         except FL.FlydslLaunchError as e:
             print(f"error: {e}", file=sys.stderr)
             rc = 1

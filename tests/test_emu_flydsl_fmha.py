@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import flydsl_build as FB  # noqa: E402
 import flydsl_launch as FL  # noqa: E402
-from test_emu_aiter_fmha import Shape, o_bound, reference  # noqa: E402
+from test_emu_aiter_fmha import U_BF16, Shape, o_bound, reference  # noqa: E402
 
 from flyasm.perf.model import sample_plan  # noqa: E402
 from flyasm.run import launch  # noqa: E402
@@ -102,6 +102,55 @@ def test_flydsl_629_matches_torch(causal):
     path = older_build("293b3b2b", causal)
     assert len(FL.kernarg_layout(path.read_bytes()).slots) == 5
     _check(run_build(path, 2, 512))
+
+
+def run_generic(path: Path, B: int, S: int, seed: int | None = None) -> dict:
+    """run_build for FlyDSL's generic kernel (#629's dispatch below seqlen 384): its 1-D grid, its block,
+    the model's sampled items through GenericWgMap (item -> head, tile, batch), bf16 P truncated."""
+    co, name = path.read_bytes(), path.name
+    causal, H = "_causal" in name, int(re.search(r"_h(\d+)", name).group(1))
+    bm = FL.generic_block_m(co)
+    T = -(-S // bm)
+    seed = int(np.random.default_rng(seed).integers(1 << 62))
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(B, S, H, D, generator=gen).to(torch.bfloat16) for _ in range(3))
+    o = torch.full((B, S, H, D), float("nan"), dtype=torch.bfloat16)
+    grid = FL.generic_grid(H, S, B, bm)
+    items, wgs = sample_plan(grid, tile_axis=0, wg_map=FL.GenericWgMap(H, {grid[0]: T}))
+    found = launch(co, grid, 2 * bm, kernel=FL.GENERIC_KERNEL, kernarg=FL.pack(co, PTR, B, S, H, H, D),
+                   buffers={PTR["q"]: q, PTR["k"]: k, PTR["v"]: v, PTR["o"]: o}, workgroups=wgs)
+    o_ref, _, pav = reference(Shape(B, H, H, S, S, causal), q, k, v, 1.0 / math.sqrt(D))
+    mine = torch.zeros(B, S, H, dtype=torch.bool)
+    owned = []
+    for (x, _, _), (w, _, _) in zip(items, wgs):
+        tile, rest = divmod(x, B * H)                        # the tile-major item
+        b, head = divmod(rest, H)
+        assert (w % H, (w // H) % T, w // (H * T)) == (head, tile, b)   # the kernel's own decode of w
+        mine[b, tile * bm:(tile + 1) * bm, head] = True
+        owned.append((head, tile, b))
+    of = o.float()
+    err = (of - o_ref).abs()[mine]
+    # o_bound's derivation with P truncated to bf16 (bf16_trunc_pack_v8 keeps the upper 16 bits: a
+    # relative error below 2^-7 = 2u, not RNE's u): its 2u (P|V| + |O|) term doubles
+    bound = (o_bound(S, o_ref, pav) + 2 * U_BF16 * (pav + o_ref.abs()))[mine]
+    return dict(name=name, shape=f"B{B} H{H} S{S}", items=owned, seed=seed, max_err=float(err.max()),
+                worst_ratio=float((err / bound).max()), written=bool(torch.isfinite(of[mine]).all()),
+                stray=int(torch.isfinite(of[~mine]).sum()), ok=bool((err <= bound).all()), result=found)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
+def test_flydsl_629_generic_matches_torch(causal):
+    """The kernel #629's dispatch ran for the flydsl#629-b row (B8 H64 S256: seqlen < 384, B*S < 4096):
+    the generic BLOCK_M = 128 kernel (293b3b2b), launched our way, strict (no waiver), at B2 H64 S256:
+    items of both tiles, both batches, the first and last head."""
+    try:
+        path = FB.build_generic(64, 64, causal, 128, "293b3b2b")
+    except FL.FlydslLaunchError as e:
+        pytest.skip(str(e))
+    assert FL.dispatch_293b3b2b(8, 256, 64) == 128 and FL.generic_block_m(path.read_bytes()) == 128
+    r = run_generic(path, 2, 256)
+    assert {t for _, t, _ in r["items"]} == {0, 1} and {b for _, _, b in r["items"]} == {0, 1}
+    _check(r)
 
 
 @needs_flydsl

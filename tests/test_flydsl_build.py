@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,3 +95,65 @@ def test_the_kernel_module_is_where_the_commit_has_it():
     assert FB.kernel_state("11c4174d")[1] == "kernels/attention/flash_attn_gfx950.py"
     with pytest.raises(FL.FlydslLaunchError, match="has no commit"):
         FB.kernel_state("0000000")
+
+
+# ---- FlyDSL #629's generic kernel: which rows run it, its build ------------------------------------
+def test_629_dispatch_is_flash_attn_generic_at_293b3b2b():
+    d = FL.DISPATCH["293b3b2b"]
+    assert d(8, 256, 64) == 128                  # flydsl#629-b: seqlen < 384, B*S = 2048 < 4096
+    assert d(8, 512, 64) == 0 and d(1, 1024, 64) == 0     # >= 384 and a multiple of 256: dual-wave
+    assert d(16, 256, 64) == 256 and d(4, 1152, 64) == 256     # B*S >= 4096 (H >= 32)
+    assert d(1, 640, 64) == 128                  # not a multiple of 256
+    assert d(32, 256, 16) == 128                 # H < 32: only the BLOCK_M = 128 build exists
+
+
+def test_a_row_names_its_kernel_state_by_the_tag_of_ROW_STATES():
+    assert FL.row_state({"kernel_state": "first dual-wave version (#629)", "source": ""}) == "293b3b2b"
+    assert FL.row_state({"kernel_state": "", "source": "FlyDSL PR #629 description (merged 293b3b2b)"}) == "293b3b2b"
+    assert FL.row_state({"kernel_state": "#6290: another", "source": "PR #919"}) is None
+    assert FL.row_state({}) is None
+
+
+def test_generic_names_and_the_item_order_of_its_1d_grid():
+    assert FL.generic_co_name(64, True, 128, "293b3b2b") == "fa_generic_m128_bf16_d128_causal_h64@293b3b2b.co"
+    with pytest.raises(FL.FlydslLaunchError, match="not a shipped build"):
+        FL.generic_co_name(64, True, 128, FL.SHIPPED_COMMIT)
+    H, T, B = 4, 3, 2
+    g = FL.generic_grid(H, 384, B, 128)
+    assert g == (B * T * H, 1, 1)
+    x = np.arange(g[0])
+    items = FL.GenericWgMap(H, {g[0]: T})(g, x, 0, 0)[0]
+    assert sorted(items) == list(range(g[0]))                       # a bijection
+    head, tile, batch = x % H, (x // H) % T, x // (H * T)           # the kernel's decode of its block id
+    assert (items == tile * B * H + batch * H + head).all()         # tile-major
+    # causal: the recorded middle item is a tile after the first (whose one key block cannot be scaled)
+    for S in (128, 256, 640, 1152):
+        S0 = FL.generic_trace_seqlen(S, True, 128)
+        n0 = FL.generic_grid(64, S0, 1, 128)[0]
+        assert ((n0 - 1) // 2) // 64 >= 1 and S0 % 128 == 0 and S0 <= max(FL.TRACE_SEQLEN, 384)
+    assert FL.generic_trace_seqlen(256, False, 128) == 256
+
+
+needs_table = pytest.mark.skipif(not (FL.SHARED / "measured").is_dir(), reason=f"{FL.SHARED}/measured is absent")
+
+
+@needs_table
+def test_the_629_rows_price_the_kernel_its_dispatch_ran_and_the_others_as_before():
+    import measured
+    rows = {r["run"] + ":" + measured.author(r): r for _, k, r in measured.read_tables([FL.SHARED / "measured"])
+            if k == "fmha"}
+    short = rows["flydsl#629-b:flydsl"]
+    try:
+        L = FL.row_launch(short, {})
+    except FL.FlydslLaunchError as e:
+        pytest.skip(str(e))
+    assert L["kernel"] == FL.GENERIC_KERNEL and L["grid"] == (8 * 2 * 64, 1, 1) and L["block"] == 256
+    assert "fa_generic_m128_bf16_d128_causal_h64@293b3b2b.co" in L["priced"] and L["tile_axis"] == 0
+    # the samples: tile 0 as recorded, the last item scaled to real tile 1's 256 keys from recorded tile 2's 384
+    tg = L["trace_grid"]
+    assert [round(L["loop_scale"](i / (tg[0] - 1)), 4) for i in (0, tg[0] - 1)] == [1.0, round(256 / 384, 4)]
+    for run in ("flydsl#629-a:flydsl", "flydsl#919-a:flydsl"):     # the dual-wave build the row names
+        r = rows[run]
+        L = FL.row_launch(r, {})
+        assert L["kernel"] == FL.KERNEL and L["co"] == (FL.CO_DIR / r["co_name"]).read_bytes()
+        assert L["priced"] == f"{FL.KERNEL} {r['co_name']}" and L["tile_axis"] == 1
