@@ -138,18 +138,34 @@ def run_generic(path: Path, B: int, S: int, seed: int | None = None) -> dict:
                 stray=int(torch.isfinite(of[~mine]).sum()), ok=bool((err <= bound).all()), result=found)
 
 
+def generic_build(causal: bool, block_m: int) -> Path:
+    """FlyDSL #629's generic h64 build (flydsl_build's cache), built now when FLYDSL_REPO allows, else skip."""
+    try:
+        return FB.build_generic(64, 64, causal, block_m, "293b3b2b")
+    except FL.FlydslLaunchError as e:
+        pytest.skip(str(e))
+
+
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
 def test_flydsl_629_generic_matches_torch(causal):
     """The kernel #629's dispatch ran for the flydsl#629-b row (B8 H64 S256: seqlen < 384, B*S < 4096):
     the generic BLOCK_M = 128 kernel (293b3b2b), launched our way, strict (no waiver), at B2 H64 S256:
     items of both tiles, both batches, the first and last head."""
-    try:
-        path = FB.build_generic(64, 64, causal, 128, "293b3b2b")
-    except FL.FlydslLaunchError as e:
-        pytest.skip(str(e))
+    path = generic_build(causal, 128)
     assert FL.dispatch_293b3b2b(8, 256, 64) == 128 and FL.generic_block_m(path.read_bytes()) == 128
     r = run_generic(path, 2, 256)
     assert {t for _, t, _ in r["items"]} == {0, 1} and {b for _, _, b in r["items"]} == {0, 1}
+    _check(r)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
+def test_flydsl_629_generic_m256_matches_torch(causal):
+    """The BLOCK_M = 256 generic kernel (8 waves), which #629's dispatch runs when B*S >= 4096 below
+    seqlen 384 or at seqlens of 128 past a multiple of 256: at B2 H64 S640, its last tile ragged."""
+    path = generic_build(causal, 256)
+    assert FL.dispatch_293b3b2b(8, 640, 64) == 256 and FL.generic_block_m(path.read_bytes()) == 256
+    r = run_generic(path, 2, 640)
+    assert {t for _, t, _ in r["items"]} == {0, 1, 2}
     _check(r)
 
 
