@@ -248,12 +248,11 @@ def needed(tables) -> list[tuple[int, int, bool, bool, str | None, int]]:
     for _, kind, r in measured.read_tables(tables):
         if kind != "fmha":
             continue
-        B, H, Hkv, S, causal = int(r["batch"]), int(r["nhead_q"]), int(r["nhead_k"]), int(r["seqlen_q"]), bool(int(r["mask"]))
+        H, Hkv, S, causal = int(r["nhead_q"]), int(r["nhead_k"]), int(r["seqlen_q"]), bool(int(r["mask"]))
         fly = measured.author(r) == "flydsl"
-        state = FL.row_state(r) if fly else None
-        block_m = FL.DISPATCH[state](B, S, H) if state in FL.DISPATCH else 0
-        if block_m:
-            v = (H, Hkv, causal, False, state, block_m)
+        generic = FL.generic_of(r) if fly else None
+        if generic:
+            v = (H, Hkv, causal, False, *generic)
         else:
             v = (H, Hkv, causal, FL.build_name(H, S, causal, Hkv).endswith("_xcdswz.co"),
                  FL.commit_of(r.get("co_name") or "") if fly else None, 0)

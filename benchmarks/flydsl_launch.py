@@ -310,6 +310,16 @@ def dispatch_293b3b2b(B: int, S: int, H: int) -> int:
 DISPATCH = {"293b3b2b": dispatch_293b3b2b}    # a kernel state's commit -> its dispatch
 
 
+def generic_of(row: dict) -> tuple[str, int] | None:
+    """(commit, BLOCK_M) of the generic kernel the dispatch of the row's kernel state ran at the row's
+    shape; None when that was the dual-wave kernel, or the state has no dispatch here."""
+    commit = row_state(row)
+    if commit not in DISPATCH:
+        return None
+    block_m = DISPATCH[commit](int(row["batch"]), int(row["seqlen_q"]), int(row["nhead_q"]))
+    return (commit, block_m) if block_m else None
+
+
 def generic_trace_seqlen(S: int, causal: bool, block_m: int) -> int:
     """The seqlen a generic-kernel row is recorded at: trace_seqlen's rule in tiles of block_m, and, causal,
     at least three Q tiles: the middle sample is then a tile after the first, which sees more than one
@@ -375,10 +385,9 @@ def row_launch(row: dict, idx: dict | None = None) -> dict:
     batch) and wg_map (xcd_wg_map) tells the model which workgroup runs which item: the samples are
     recorded at the workgroups that run them, and dispatch order is the hardware's (x fastest)."""
     B, H, Hkv, S, Skv, D, causal = _row_shape(row)
-    commit = row_state(row)
-    block_m = DISPATCH[commit](B, S, H) if commit in DISPATCH else 0
-    if block_m:
-        return generic_row_launch(row, commit, block_m)
+    generic = generic_of(row)
+    if generic:
+        return generic_row_launch(row, *generic)
     name = row.get("co_name") or build_name(H, S, causal, Hkv, D)     # none named: the one FlyDSL picks
     if idx and name in idx:
         path = Path(idx[name][0])
@@ -419,10 +428,11 @@ def generic_row_launch(row: dict, commit: str, block_m: int) -> dict:
     seqlen generic_trace_seqlen. The tile axis is the grid's only one, read through GenericWgMap
     (tile-major): sample item x' of the n0 recorded ones stands for the real items at the same
     relative position r = x' / (n0 - 1), which the interpolation treats as tile t = r (T-1); its loop
-    scale is the keys real tile t sees over the keys its recorded tile (x' // H) saw. The real
-    items of one tile then get durations along the line around their tile's, the sum over all tiles
-    the causal triangle's (the samples are on one line; a tile's own items are spread over
-    +-(T-1)/2T of a tile's work, the error a 1-D order of tiles leaves)."""
+    scale is the keys real tile t sees over the keys its recorded tile (x' // H) saw. Tile k's items
+    then get the durations of t in [k, k+1) (T-1)/T, not of k: summed over the tiles, the causal
+    triangle's (the samples being on one line), but spread within each tile, the error a 1-D order
+    of tiles leaves (flydsl#629-b, T = 2: with each tile's own duration the dispatch makespan comes
+    out 3.7% longer)."""
     import flydsl_build
     B, H, Hkv, S, Skv, D, causal = _row_shape(row)
     name = generic_co_name(H, causal, block_m, commit, Hkv, D)

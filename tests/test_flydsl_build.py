@@ -143,6 +143,9 @@ def test_the_629_rows_price_the_kernel_its_dispatch_ran_and_the_others_as_before
     rows = {r["run"] + ":" + measured.author(r): r for _, k, r in measured.read_tables([FL.SHARED / "measured"])
             if k == "fmha"}
     short = rows["flydsl#629-b:flydsl"]
+    need = FB.needed([FL.SHARED / "measured"])      # what flydsl_build --table builds for them
+    assert (64, 64, True, False, "293b3b2b", 128) in need and (64, 64, True, False, None, 0) in need
+    assert FL.generic_of(short) == ("293b3b2b", 128) and FL.generic_of(rows["flydsl#629-a:flydsl"]) is None
     try:
         L = FL.row_launch(short, {})
     except FL.FlydslLaunchError as e:
