@@ -321,12 +321,13 @@ def generic_of(row: dict) -> tuple[str, int] | None:
 
 
 def generic_trace_seqlen(S: int, causal: bool, block_m: int) -> int:
-    """The seqlen a generic-kernel row is recorded at: trace_seqlen's rule in tiles of block_m, and, causal,
-    at least three Q tiles: the middle sample is then a tile after the first, which sees more than one
-    128-key block (the first of a BLOCK_M = 128 build sees one, and a one-iteration loop cannot be
-    scaled: trace.scale_loops adds iterations of a loop it saw repeat)."""
+    """The seqlen a generic-kernel row is recorded at: trace_seqlen's rule in tiles of block_m, and, causal
+    with more than one Q tile, at least three: the middle sample, whose loop is scaled to the real
+    tile at its position, is then a tile after the first, which sees more than one 128-key block (the
+    first of a BLOCK_M = 128 build sees one, and a one-iteration loop cannot be scaled:
+    trace.scale_loops adds iterations of a loop it saw repeat). One tile is recorded as it is."""
     S0 = trace_seqlen(S, block_m)
-    return max(S0, 3 * block_m) if causal else S0
+    return max(S0, 3 * block_m) if causal and S > block_m else S0
 
 
 # ---- measured rows -> launches -------------------------------------------------------------------
