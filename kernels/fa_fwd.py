@@ -306,9 +306,7 @@ class _Builder:
             raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
         if group and not aiter_args:
             raise ValueError("group (varlen) mode takes aiter's arguments (aiter_args=True)")
-        if group and xcd_map:
-            raise ValueError("xcd_map remaps batch mode's grid (tiles, heads, batch); group mode's is (heads, batch, tiles)")
-        self.xcd_map = xcd_map = not group if xcd_map is None else xcd_map
+        self.xcd_map = xcd_map = True if xcd_map is None else xcd_map
         align = default_align(aiter_args, align)
         if align not in ("top_left", "bottom_right"):
             raise ValueError(f"align is 'top_left' or 'bottom_right', not {align!r}")
@@ -347,7 +345,8 @@ class _Builder:
         self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024 if aiter_args else g.lds_bytes,
                         arg_layout="aiter" if aiter_args else "natural", workgroup_ids="xyz", plan=self.plan)
         self.k.lds_scratch(g.lds_dump, g.lds_bytes)    # the DMA dump slots (fa_layouts.dma_m0)
-        self.k.wg_map = G.xcd_item if xcd_map else None  # which workgroup computes which item (perf.predict)
+        # which workgroup computes which item (perf.predict)
+        self.k.wg_map = (G.xcd_item_group if group else G.xcd_item) if xcd_map else None
         extra = iter(PLAN_REGIONS_HD192["lds_addr2"])
         self.K_ADDR = K_ADDR + tuple(next(extra) for _ in range(2, g.k_stages))
         self.V_ADDR = V_ADDR + tuple(next(extra) for _ in range(2, g.v_stages))
@@ -433,6 +432,8 @@ class _Builder:
                     load(regs[n], k.kernarg_ptr, self.args[n].offset)
                 k.s_waitcnt(lgkmcnt=0)
         if self.group:
+            if self.xcd_map:
+                self.xcd_remap()              # from the grid's tile count (seqlen_q still the longest)
             self.sequence_bounds()
 
     def sequence_bounds(self):
@@ -455,12 +456,15 @@ class _Builder:
             k.s_mul_hi_u32(HK, head, -(-(1 << 32) // self.gqa) & 0xFFFFFFFF)   # magic multiply, head < 2^16
 
     def xcd_remap(self):
-        """Batch mode: workgroup (x, y) of a batch computes fa_grid.xcd_item's work item (fa_grid.xcd_remap:
-        each XCD runs whole heads, its L2 holds a head's K and V once)."""
+        """Workgroup (x, y, z) computes fa_grid's work item. Batch mode (fa_grid.xcd_remap): each XCD runs
+        whole heads, its L2 holds a head's K and V once. Group mode (fa_grid.xcd_remap_group): an XCD
+        runs one head's tiles together."""
         k, A = self.k, ARG_SGPR
         heads = AITER_SGPR["q_head_num"] if self.aiter else self.num_heads
         G.tile_count(k, ST0, A["seqlen_q"], self.g.block_q, pairs=self.passes > 1)   # Q tiles or tile pairs
-        G.xcd_remap(k, self.wg_tile, self.wg_head, ST0, heads, (ST1, KBASE, STEP), (TMP[0], TMP[1]), ".Lxcd_end")
+        remap = G.xcd_remap_group if self.group else G.xcd_remap
+        remap(k, *((self.wg_head, self.wg_tile) if self.group else (self.wg_tile, self.wg_head)), ST0, heads,
+              (ST1, KBASE, STEP), (TMP[0], TMP[1]), ".Lxcd_end")
 
     def setup(self):
         """Everything that does not depend on the Q tile: wave/lane ids, buffer resources, DMA M0s
@@ -471,7 +475,7 @@ class _Builder:
             k.v_readfirstlane_b32(WAVE, v[0])
             k.s_lshr_b32(WAVE, WAVE, 6)                          # wave = tid / 64, uniform
             k.v_and_b32(LANE, 63, v[0])
-            if self.xcd_map:
+            if self.xcd_map and not self.group:
                 self.xcd_remap()
             self.kv_head()
             # buffer resources; num_records = rows * row stride: rows past the end read 0 / drop stores
@@ -1443,9 +1447,11 @@ def build(dtype="bf16", causal=False, num_heads=8, num_kv_heads=8, aiter_args=Fa
     mask 2: keys 0..i + Sk - Sq; a query that sees no key gives O = 0, LSE = -inf); the default is
     bottom_right with aiter_args (aiter's causal key is mask 2), top_left otherwise.
 
-    xcd_map (default: batch mode): workgroup (x, y) of a batch computes the work item fa_grid.xcd_item gives,
-    so each XCD runs whole heads and its L2 holds a head's K and V once (_Builder.xcd_remap); the
-    grid stays aiter's. False: workgroup (x, y, z) computes tile x of head y.
+    xcd_map (default on): batch mode, workgroup (x, y) of a batch computes the work item fa_grid.xcd_item
+    gives, so each XCD runs whole heads and its L2 holds a head's K and V once; group mode, the item
+    fa_grid.xcd_item_group gives, so an XCD runs one head's tiles together (_Builder.xcd_remap); the
+    grid stays aiter's. False: workgroup (x, y, z) computes tile x of head y (group mode: tile z of
+    head x).
 
     q_prescale=True folds scale*log2(e) into Q when Q is loaded (Q rounded back to bf16/f16);
     the default applies it in the exponent instead, v_fma_f32(S, c, -m) in place of v_sub_f32(S, m):

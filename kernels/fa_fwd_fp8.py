@@ -75,7 +75,7 @@ class _Fp8Builder(F._Builder):
         self.plan = RegisterPlan(name, regions=regions, aliases={} if self.single else F.PLAN_ALIASES, strict=True)
         self.k = Kernel(name, block=64 * g.waves, lds=160 * 1024, arg_layout="aiter", workgroup_ids="xyz",
                         plan=self.plan)
-        self.k.wg_map = G.xcd_item if self.xcd_map else None
+        self.k.wg_map = (G.xcd_item_group if group else G.xcd_item) if self.xcd_map else None
         self.k.lds_scratch(g.lds_dump, g.lds_bytes)
         self.args = {n: self.k.arg(n, t) for n, t in F.AITER_ARGS}
         self.mfma = self.k.instr

@@ -93,6 +93,43 @@ def xcd_item(grid, x, y, z):
     return item % X, item // X, z
 
 
+def xcd_remap_group(k, head, tile, tiles, heads, t, vt, end_label):
+    """Group mode, aiter's grid (heads, batch, Z tiles or tile pairs in SGPR `tiles`): workgroup L = x +
+    heads*(y + batch*z) runs on XCD L % 8, which is x % 8 for any batch count when 8 divides `heads`, so
+    XCD c gets the heads x = c (mod 8) of every batch, tile-slowest: unmapped, the ~32 workgroups an XCD
+    runs at a time are 32 different (batch, head) streams, and a head's next tile comes heads*batch
+    workgroups later, after the MALL has dropped its K and V. Remapped within each batch (the batch
+    count is not an argument): u = x // 8 and z make m = u + (heads/8)*z, and the workgroup computes tile
+    m % Z of head 8*(m // Z) + x % 8, so consecutive workgroups on an XCD are one head's consecutive tiles
+    reading its K and V in step. Same XCD, a bijection of each batch's (u, z); the identity when
+    heads % 8 (a jump to end_label, emitted here). xcd_item_group is the same map for the timing model.
+    t: three scratch SGPRs, vt: two scratch VGPRs."""
+    k.s_and_b32(t[0], heads, 7)
+    k.s_cbranch_scc1(k.L(end_label))
+    k.s_lshr_b32(t[1], heads, 3)
+    k.s_mul_i32(t[1], t[1], tile)
+    k.s_lshr_b32(t[0], head, 3)
+    k.s_add_u32(t[1], t[1], t[0])                                   # m
+    k.s_and_b32(t[2], head, 7)                                      # the XCD's residue, kept
+    divmod_uniform(k, head, tile, t[1], tiles, vt, (t[0], t[1]))    # m is read before the scratch is
+    k.s_lshl_b32(head, head, 3)
+    k.s_add_u32(head, head, t[2])
+    k.label(end_label)
+
+
+def xcd_item_group(grid, x, y, z):
+    """The work item (head, batch, tile or tile pair) workgroup (x, y, z) computes in a kernel that runs
+    xcd_remap_group, for aiter's group-mode grid (heads, batch, Z); arrays in, arrays out (perf.predict's
+    wg_map)."""
+    import numpy as np
+    H, Z = int(grid[0]), int(grid[2])
+    x, y, z = (np.asarray(a) for a in (x, y, z))
+    if H % 8:
+        return x, y, z
+    m = x // 8 + (H // 8) * z
+    return 8 * (m // Z) + x % 8, y, m % Z
+
+
 def pass_loop(k, pass_, passes, body, end_label=True, drain=False):
     """body() once, or twice under aiter's causal pairing (passes 2; pass_ the SGPR counting 0, 1):
     body's select_tile jumps to .Lpass_end (emitted when end_label) for a tile it does not take. The

@@ -203,6 +203,9 @@ GROUP_CASES = {
     "hd192_three_seqs_gqa4": (4, 1, [90, 200, 37], [70, 150, 129], 0, 192),
     # Sq > Sk (rows that see no key), Sq < Sk, and a 3-tile sequence (odd tile pairing)
     "hd192_causal_three_seqs_gqa2": (2, 1, [300, 64, 130], [170, 100, 200], 2, 192),
+    # 8 heads: the XCD map's group remap is on (fa_grid.xcd_remap_group; 3 tiles, 2 causal pairs)
+    "eight_heads_remapped_gqa4": (8, 2, [520, 40, 300], [300, 100, 513], 0, 128),
+    "causal_eight_heads_remapped": (8, 8, [600, 130], [520, 257], 2, 128),
 }
 
 
@@ -252,6 +255,8 @@ FP8_CASES = {
     "fp8_hd256_causal_sq_lt_sk": (1, 1, 1, [100], [230], 2, (1.2, 0.9, 1.7), 256),
     "fp8_hd256_three_seqs_gqa4": (3, 4, 1, [40, 90, 17], [70, 50, 129], 0, (0.5, 2.1, 0.9), 256),
     "fp8_hd256_causal_three_seqs_gqa2": (3, 2, 1, [300, 30, 70], [170, 60, 140], 2, (1.3, 0.7, 1.1), 256),
+    # 8 heads: the group remap is on (fa_grid.xcd_remap_group), 2 tiles
+    "fp8_eight_heads_remapped": (2, 8, 2, [300, 40], [260, 100], 0, (0.8, 1.1, 0.9), 128),
 }
 FP8_SLOW = {"fp8_gqa4_ragged_bhsd", "fp8_causal_sq_gt_sk_batch2", "fp8_three_seqs_gqa2", "fp8_hd256_gqa2_ragged_bhsd",
             "fp8_hd256_causal_sq_lt_sk", "fp8_hd256_three_seqs_gqa4"}

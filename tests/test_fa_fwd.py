@@ -171,6 +171,31 @@ def test_xcd_map_gives_each_xcd_whole_heads():
             assert (tx == x).all() and (ty == y).all()
 
 
+def test_group_xcd_map_runs_a_heads_tiles_together():
+    # aiter's group grid (heads, batch, Z): workgroup L = x + H*(y + B*z) runs on XCD L % 8 = x % 8 (8 | H).
+    # The map keeps each workgroup's XCD and batch, computes every item once, and the workgroups an XCD
+    # receives in a row are one head's consecutive tiles (unmapped: all different heads)
+    for H, B, Z in ((64, 16, 32), (16, 3, 5), (8, 2, 1), (128, 2, 4), (12, 2, 3)):
+        z, y, x = np.indices((Z, B, H)).reshape(3, -1)           # dispatch order, x fastest
+        hx, by, tz = fa_grid.xcd_item_group((H, B, Z), x, y, z)
+        assert len(set(zip(hx, by, tz))) == len(x) and hx.max() < H and tz.max() < Z and (by == y).all()
+        if H % 8:
+            assert (hx == x).all() and (tz == z).all()
+            continue
+        assert (hx % 8 == x % 8).all()                          # the XCD the hardware picked
+        xcd = (x + H * (y + B * z)) % 8
+        n = H // 8                                              # an XCD's workgroups of one batch and tile
+        for c in range(8):
+            heads, tiles = hx[xcd == c], tz[xcd == c]
+            for i in range(0, len(heads), n):                   # unmapped: n different heads
+                h, t = heads[i:i + n], tiles[i:i + n]
+                assert len(set(h)) <= -(-n // Z) + 1            # mapped: a run of a head's tiles (n > Z: whole heads)
+                for one in set(h):
+                    assert (np.diff(t[h == one]) == 1).all()    # consecutive tiles
+                if Z % n == 0:
+                    assert len(set(h)) == 1
+
+
 def test_xcd_map_matches_torch():
     # aiter's causal launch (tile pairs): 3 tiles -> 2 pairs x 4 heads = 8 workgroups a batch, remapped
     q, k, v = _inputs(2, 4, 2, 600, 600, torch.bfloat16, seed=13)
