@@ -100,9 +100,10 @@ def xcd_remap_group(k, head, tile, tiles, heads, t, vt, end_label):
     runs at a time are 32 different (batch, head) streams, and a head's next tile comes heads*batch
     workgroups later, after the MALL has dropped its K and V. Remapped within each batch (the batch
     count is not an argument): u = x // 8 and z make m = u + (heads/8)*z, and the workgroup computes tile
-    m % Z of head 8*(m // Z) + x % 8, so consecutive workgroups on an XCD are one head's consecutive tiles
-    reading its K and V in step. Same XCD, a bijection of each batch's (u, z); the identity when
-    heads % 8 (a jump to end_label, emitted here). xcd_item_group is the same map for the timing model.
+    m % Z of head (x % 8)*(heads/8) + m // Z, so consecutive workgroups on an XCD are one head's
+    consecutive tiles reading its K and V in step, and an XCD's heads are a contiguous eighth (GQA's
+    query heads of one K/V head together, as batch mode's map). Same XCD, a bijection of each batch's
+    (x, z); the identity when heads % 8 (a jump to end_label, emitted here). xcd_item_group is the same map for the timing model.
     t: three scratch SGPRs, vt: two scratch VGPRs."""
     k.s_and_b32(t[0], heads, 7)
     k.s_cbranch_scc1(k.L(end_label))
@@ -110,9 +111,10 @@ def xcd_remap_group(k, head, tile, tiles, heads, t, vt, end_label):
     k.s_mul_i32(t[1], t[1], tile)
     k.s_lshr_b32(t[0], head, 3)
     k.s_add_u32(t[1], t[1], t[0])                                   # m
-    k.s_and_b32(t[2], head, 7)                                      # the XCD's residue, kept
+    k.s_and_b32(t[2], head, 7)                                      # the XCD
+    k.s_lshr_b32(t[0], heads, 3)
+    k.s_mul_i32(t[2], t[2], t[0])                                   # its first head
     divmod_uniform(k, head, tile, t[1], tiles, vt, (t[0], t[1]))    # m is read before the scratch is
-    k.s_lshl_b32(head, head, 3)
     k.s_add_u32(head, head, t[2])
     k.label(end_label)
 
@@ -127,7 +129,7 @@ def xcd_item_group(grid, x, y, z):
     if H % 8:
         return x, y, z
     m = x // 8 + (H // 8) * z
-    return 8 * (m // Z) + x % 8, y, m % Z
+    return (x % 8) * (H // 8) + m // Z, y, m % Z
 
 
 def pass_loop(k, pass_, passes, body, end_label=True, drain=False):

@@ -173,8 +173,9 @@ def test_xcd_map_gives_each_xcd_whole_heads():
 
 def test_group_xcd_map_runs_a_heads_tiles_together():
     # aiter's group grid (heads, batch, Z): workgroup L = x + H*(y + B*z) runs on XCD L % 8 = x % 8 (8 | H).
-    # The map keeps each workgroup's XCD and batch, computes every item once, and the workgroups an XCD
-    # receives in a row are one head's consecutive tiles (unmapped: all different heads)
+    # The map keeps each workgroup's batch, computes every item once, gives each XCD a contiguous eighth
+    # of the heads, and the workgroups an XCD receives in a row are one head's consecutive tiles
+    # (unmapped: all different heads)
     for H, B, Z in ((64, 16, 32), (16, 3, 5), (8, 2, 1), (128, 2, 4), (12, 2, 3)):
         z, y, x = np.indices((Z, B, H)).reshape(3, -1)           # dispatch order, x fastest
         hx, by, tz = fa_grid.xcd_item_group((H, B, Z), x, y, z)
@@ -182,7 +183,7 @@ def test_group_xcd_map_runs_a_heads_tiles_together():
         if H % 8:
             assert (hx == x).all() and (tz == z).all()
             continue
-        assert (hx % 8 == x % 8).all()                          # the XCD the hardware picked
+        assert (hx // (H // 8) == x % 8).all()                  # XCD c (= x % 8) computes heads c*H/8 ...
         xcd = (x + H * (y + B * z)) % 8
         n = H // 8                                              # an XCD's workgroups of one batch and tile
         for c in range(8):
