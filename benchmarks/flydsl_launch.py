@@ -420,7 +420,7 @@ def row_launch(row: dict, idx: dict | None = None) -> dict:
         return pack(co, a, B, S, H, Hkv, D, Skv)
     return dict(co=co, kernel=KERNEL, grid=g, block=BLOCK, trace_grid=tg, kernarg=ka, buffers=bufs,
                 loop_scale=scale, tile_axis=1, wg_map=xcd_wg_map if has_xcd_mapping(co) else None,
-                priced=f"{KERNEL} {name}", **_traffic(B, H, Hkv, S, Skv, D, causal, full_ka))
+                priced=f"{KERNEL} {name}", build=name, **_traffic(B, H, Hkv, S, Skv, D, causal, full_ka))
 
 
 def generic_row_launch(row: dict, commit: str, block_m: int) -> dict:
@@ -464,4 +464,4 @@ def generic_row_launch(row: dict, commit: str, block_m: int) -> dict:
     return dict(co=co, kernel=GENERIC_KERNEL, grid=g, block=2 * block_m, trace_grid=tg, kernarg=ka,
                 buffers=bufs, loop_scale=scale, tile_axis=0, wg_map=GenericWgMap(H, {g[0]: T, tg[0]: T0}),
                 priced=f"{GENERIC_KERNEL} BLOCK_M {block_m} {name} (FlyDSL {commit}'s dispatch at B{B} S{S} H{H})",
-                **_traffic(B, H, Hkv, S, S, D, causal, full_ka))
+                build=name, **_traffic(B, H, Hkv, S, S, D, causal, full_ka))

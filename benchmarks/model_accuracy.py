@@ -243,7 +243,10 @@ def simulate_all(entries, idx, base, keep_going: bool):
             rows.append(C.Row(name, table, cycles, dram, float(r["us"]), call["group"], active,
                               tuple((c, d, a) for c, a, d in rest)))
             who = MR.author(r)
-            kname = str(r.get("co_name") or r.get("kernelName") or name).removesuffix(".co")
+            build = call["launches"][0].get("build")       # the build a launcher priced, when it says
+            kname = str(build or r.get("co_name") or r.get("kernelName") or name).removesuffix(".co")
+            if build and build != r.get("co_name"):
+                print(f"note: row {name} is priced as {call['launches'][0].get('priced') or build}", file=sys.stderr)
             meta.append(dict(author=who, run=r.get("run") or "", flops=call["flops"], label=f"{who} {kname}",
                              shape=call.get("shape") or name))
             print(f"  [{time.time() - t0:6.0f} s] {name}: {' + '.join(str(c) for c, _, _ in parts)} cycles",

@@ -95,7 +95,7 @@ def main(argv=None) -> int:
                                    run.stalls, run.program, 1.0), L["dram_bytes"], p)
         meas = float(r["us"])
         who = MR.author(r)
-        name = str(r.get("co_name") or r.get("kernelName")).removesuffix(".co")
+        name = str(L.get("build") or r.get("co_name") or r.get("kernelName")).removesuffix(".co")
         rows.append(dict(run_id=r.get("run") or "", who=who, us=meas, pred=pred.us, bal=bal.us))
         print(f"{who} {name} B{r['batch']} H{r['nhead_q']}/{r['nhead_k']} S{r['seqlen_q']}: measured {meas:.2f} us, "
               f"predicted {pred.us:.2f} ({pred.us / meas - 1:+.1%})")
