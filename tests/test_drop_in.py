@@ -206,6 +206,7 @@ GROUP_CASES = {
     # 8 heads: the XCD map's group remap is on (fa_grid.xcd_remap_group; 3 tiles, 2 causal pairs)
     "eight_heads_remapped_gqa4": (8, 2, [520, 40, 300], [300, 100, 513], 0, 128),
     "causal_eight_heads_remapped": (8, 8, [600, 130], [520, 257], 2, 128),
+    "hd192_causal_eight_heads_remapped": (8, 4, [300, 130], [200, 257], 2, 192),
 }
 
 
