@@ -16,7 +16,7 @@ scales loops and places reads from) is broken down per wave:
   * the s_waitcnt and s_barrier that stall longest, with the memory operations each s_waitcnt waits
     for per execution (replayed from the streams: vmcnt counts VMEM in order, lgkmcnt LDS and SMEM);
   * each memory instruction's 128-byte lines and active bytes (what the CU's memory port prices);
-  * the main loop (the most visited backward-branch target): iterations and main-phase cycles each.
+  * the main loop (the target of the most backward jumps): its head's visits, main-phase cycles a visit.
 Numbers are per wave, averaged over the waves of the run (co-resident copies included).
 """
 from __future__ import annotations
@@ -130,12 +130,15 @@ def wave_cycles(stalls: dict, static, phase: dict, n_waves: int) -> dict:
     return out
 
 
-def loop_iterations(pc) -> int:
-    """Visits of the most visited backward-branch target (1 when the stream has no loop)."""
+def loop_visits(pc) -> tuple[int, int]:
+    """(head, executions of it) of the loop whose head (a backward-branch target) is jumped back to
+    most; (-1, 1) when the stream has no loop. A software-pipelined loop runs one key block a visit."""
     back = np.flatnonzero(pc[1:] <= pc[:-1]) + 1
     if not len(back):
-        return 1
-    return int(np.unique(pc[back], return_counts=True)[1].max()) + 1
+        return -1, 1
+    heads, counts = np.unique(pc[back], return_counts=True)
+    head = int(heads[counts.argmax()])
+    return head, int((pc == head).sum())
 
 
 def report(workgroups, r, static, prog, top: int = 8) -> list[str]:
@@ -147,9 +150,9 @@ def report(workgroups, r, static, prog, top: int = 8) -> list[str]:
     per = wave_cycles(r.stalls, static, phase, len(waves))
     dur = [e - s for e, s in zip(r.wg_end, r.wg_start)]
     w0 = waves[0]["pc"]
-    iters = loop_iterations(w0)
+    head, iters = loop_visits(w0)
     lines = [f"  {len(workgroups)} co-resident workgroup(s) of {len(workgroups[0])} waves, durations {dur} cycles, "
-             f"{len(w0)} instructions a wave, main loop {iters} iteration(s); MFMA pipe busy "
+             f"{len(w0)} instructions a wave, loop head [{head}] run {iters} time(s); MFMA pipe busy "
              f"{max(b['mfma'] for b in r.busy.values())}, VALU busy {max(b['valu'] for b in r.busy.values())} "
              "cycles on the busiest SIMD"]
     for ph in PHASES:
@@ -157,7 +160,7 @@ def report(workgroups, r, static, prog, top: int = 8) -> list[str]:
         t_own, t_stall = sum(own.values()), sum(stall.values())
         if not t_own and not t_stall:
             continue
-        extra = f", {(t_own + t_stall) / iters:.0f} an iteration" if ph == "main" and iters > 1 else ""
+        extra = f", {(t_own + t_stall) / iters:.0f} a loop-head visit" if ph == "main" and iters > 1 else ""
         lines.append(f"  {ph:9s} {t_own + t_stall:8.0f} cycles a wave{extra}")
         lines.append("      own issue " + f"{t_own:6.0f}: " + ", ".join(f"{k} {v:.0f}" for k, v in own.most_common() if v >= 1))
         lines.append("      stalled   " + f"{t_stall:6.0f}: " + ", ".join(f"{k} {v:.0f}" for k, v in stall.most_common() if v >= 1))

@@ -71,9 +71,11 @@ def test_phases_add_up_to_the_wave_and_waits_name_their_loads():
     assert dict(waits[order[2]]) == {"global_load_dword": 1, "global_store_dword": 1}
 
 
-def test_loop_iterations_counts_visits_of_the_hottest_back_target():
-    assert WP.loop_iterations(np.array([0, 1, 2, 3, 1, 2, 3, 1, 2, 3, 4])) == 3
-    assert WP.loop_iterations(np.array([0, 1, 2])) == 1
+def test_loop_visits_count_runs_of_the_most_jumped_back_to_head():
+    assert WP.loop_visits(np.array([0, 1, 2, 3, 1, 2, 3, 1, 2, 3, 4])) == (1, 3)
+    # a rotated loop entered in its middle (0 -> 2): its head runs once a backward jump
+    assert WP.loop_visits(np.array([0, 2, 3, 1, 2, 3, 1, 2, 3, 4])) == (1, 2)
+    assert WP.loop_visits(np.array([0, 1, 2])) == (-1, 1)
 
 
 def test_wg_phases_smoke():
