@@ -112,3 +112,31 @@ def test_ds_write_b64_serves_16_lanes_a_phase():
     rng = np.random.default_rng()
     a = rng.integers(0, 4096, 64) * 8
     assert lds_cycles(a[None], ex, 8, phase_of_lane(True, 8))[0] == _expected_cycles(a, 8, write=True)
+
+
+def _reload_kernel(offsets):
+    """One wave loading 64 lanes x 4 bytes (two 128-byte lines) at each byte offset in turn."""
+    from flyasm import Kernel, s, v
+    k = Kernel("reload", block=64)
+    src = k.arg("src", "ptr")
+    k.s_load_dwordx2(s[4:5], k.kernarg_ptr, src.offset)
+    k.v_lshlrev_b32(v[1], 2, k.workitem_id)
+    k.s_waitcnt(lgkmcnt=0)
+    for i, off in enumerate(offsets):
+        k.global_load_dword(v[2 + i], v[1], s[4:5], offset=off)
+    k.s_waitcnt(vmcnt=0)
+    k.s_endpgm()
+    return k.build().co
+
+
+def test_fresh_lines_count_what_the_workgroup_had_not_touched():
+    # lines 0-1, the same again, lines 2-3, then 1-2 (one line at each end seen before): 2, 0, 2, 0;
+    # starting half a line in, 64 x 4 bytes span three lines: the neighbours' lines count once
+    from flyasm.perf.capture import capture
+    for offsets, want in (((0, 0, 256, 128), [2, 0, 2, 0]), ((64, 320, 64), [3, 2, 0])):
+        co = _reload_kernel(offsets)
+        tr = capture(co, 1, 64, kernarg=lambda a: a["src"].to_bytes(8, "little"), buffers={"src": 1024}, cache=False)
+        w = tr.waves[0]
+        loads = [i for i, pc in enumerate(w["pc"]) if "global_load" in tr.program.insts[pc].name]
+        assert [int(w["lines"][i]) for i in loads] == ([2, 2, 2, 2] if offsets[0] == 0 else [3, 3, 3])
+        assert [int(w["fresh"][i]) for i in loads] == want

@@ -24,8 +24,14 @@ is re-queued (lazy list scheduling). Facts and assumptions (every number is in p
   cycles after it ends; an MFMA reading exactly that D as C (accumulate chain) only waits for the pipe.
 * LDS: an access holds the LDS pipe for its bank-conflict cycles from the lane addresses
   (trace.lds_cycles) and completes lds_latency cycles later.
-* VMEM (and LDS-DMA): an access holds the CU's memory port for its 128-byte lines x 128 / bytes per
-  cycle of the CU's share of the device (params), completes its latency later (the stream's 'lat'
+* VMEM (and LDS-DMA): an access holds the CU's memory port for the longest of three stages: the
+  vector L1 looks up one 128-byte line a clock, moves the active bytes at the port's rate (bytes per
+  cycle of the CU's share of the device, params; at most its lines' bytes), and a load fills each line its workgroup has not
+  touched before ('fresh', trace.Recorder) from the L2 at that rate, 128 bytes a line (ROCm
+  Compute Profiler's vL1D: one line lookup a clock per CU; its L1-L2 traffic counts 128 B a read
+  request). A partial line read again (FlyDSL's Q loads at offsets 32 B apart, aiter's backward
+  half-line DMAs re-read by another wave) costs its lookup, not another fill. Atomics and streams
+  recorded without 'fresh' take every line as fresh. It completes its latency later (the stream's 'lat'
   per access when the model placed it in the memory hierarchy, perf.placement; else vmem_latency);
   vmcnt returns in order. SMEM completes smem_latency after issue (lgkmcnt(0) covers it).
 * Atomics (buffer/global_atomic_*: read-modify-writes bypass the L1 and are performed at the L2, ROCm
@@ -135,6 +141,7 @@ class Wave:
     cost: object          # DS cycles / VMEM bytes per executed instruction
     lines: object
     lat: object = None    # VMEM latency per executed instruction (cycles), or None: vmem_latency
+    fresh: object = None  # VMEM lines the workgroup touches first, or None: every line
     start: int = 0
     i: int = 0
     t_next: int = 0
@@ -167,7 +174,7 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
     for g, wg in enumerate(workgroups):
         ids = []
         for k, s in enumerate(wg):
-            w = Wave(len(waves), g, simd_of[g][k], s["pc"], s["cost"], s["lines"], s.get("lat"))
+            w = Wave(len(waves), g, simd_of[g][k], s["pc"], s["cost"], s["lines"], s.get("lat"), s.get("fresh"))
             w.start = w.t_next = (starts[g] if starts else 0)
             ids.append(w.wid)
             waves.append(w)
@@ -287,8 +294,11 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             w.lgkm.append((t + c + p.lds_latency, False))
             w.drain = max(w.drain, t + c + p.lds_latency)
         elif k == "vmem":
-            nbytes = int(w.lines[w.i]) * 128
-            vm_free = max(vm_free, t) + nbytes * vm_cyc_per_byte
+            lines = int(w.lines[w.i])
+            fresh = lines if w.fresh is None or AT[i] else int(w.fresh[w.i])
+            moved = min(int(w.cost[w.i]), lines * 128)      # lanes reading one address share its bytes
+            fill = 0 if STO[i] else fresh * 128
+            vm_free = max(vm_free, t) + max(lines, max(moved, fill) * vm_cyc_per_byte)
             lat = p.vmem_latency if w.lat is None else int(w.lat[w.i])
             done = int(vm_free) + lat
             by_atomics = False

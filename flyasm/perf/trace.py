@@ -8,8 +8,10 @@ instructions:
     4 bytes (CDNA4 ISA §11.1, notes §1.3); the lanes are served in phases (PHASES) and a phase takes
     as many cycles as the most distinct dwords any one bank holds (lanes reading the same dword
     share it, a broadcast).
-  * VMEM ops: bytes moved for the active lanes, the distinct 128-byte lines they touch and the
-    allocation (buffer) they fall in, so the timing model can tell which stream a load belongs to.
+  * VMEM ops: bytes moved for the active lanes, the distinct 128-byte lines they touch, how many of
+    those no earlier access of the workgroup touched ('fresh': what the CU's L1 cannot hold yet, so a
+    load must fill it from the L2), and the allocation (buffer) they fall in, so the timing model can
+    tell which stream a load belongs to.
 The recorder only reads machine state; it costs nothing when absent (Machine.recorder is None).
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..emu.ops_memory import buffer_address, global_address
 
 BANKS = 64        # LDS banks of 4 bytes on gfx950 (CDNA4 ISA §11.1: 64 banks x 640 dwords)
 LINE = 128        # bytes of one memory transaction line (L2 cache line of CDNA3/4)
-VERSION = 2       # of what a recorded stream holds (part of perf.capture's cache key): 2 = PHASES
+VERSION = 3       # of what a recorded stream holds (part of perf.capture's cache key): 2 = PHASES, 3 = fresh
 
 
 def _lanes(*runs) -> list[int]:
@@ -99,6 +101,8 @@ class Recorder:
         self._cost: list[np.ndarray | None] = []
         self._lines: list[np.ndarray | None] = []
         self._buf: list[np.ndarray | None] = []
+        self._fresh: list[np.ndarray | None] = []
+        self._seen: dict[int, set] = {}         # workgroup -> the 128-byte lines its waves touched so far
         self._fn: dict[int, object] = {}
         self.program = None
         self.touched: set[int] = set()          # distinct 128-byte lines any sampled wave touched
@@ -123,8 +127,15 @@ class Recorder:
                 act = ex if ok is None else ex & (ok if ok.ndim == 2 else ok.any(-1))
                 first = addr.astype(np.int64) // LINE
                 last = (addr.astype(np.int64) + nbytes - 1) // LINE
-                nl = np.array([np.unique(np.r_[first[i][act[i]], last[i][act[i]]]).size for i in range(len(first))])
-                return act.sum(1) * nbytes, (nl, first[act], _allocation(m, addr, act))
+                per = [np.unique(np.r_[first[i][act[i]], last[i][act[i]]]) for i in range(len(first))]
+                nl = np.array([len(x) for x in per])
+                fresh = np.zeros(len(per), np.int64)      # lines no earlier access of the workgroup touched
+                for i, (x, g) in enumerate(zip(per, m.wg_of[m.ids(w)].tolist())):
+                    seen = self._seen.setdefault(g, set())
+                    new = set(x.tolist()) - seen
+                    fresh[i] = len(new)
+                    seen |= new
+                return act.sum(1) * nbytes, (nl, first[act], _allocation(m, addr, act), fresh)
             return vm
         return None
 
@@ -143,21 +154,25 @@ class Recorder:
             self._cost.append(None)
             self._lines.append(None)
             self._buf.append(None)
+            self._fresh.append(None)
             return
         cost, lines = fn(m, w, ex)
         self._cost.append(np.asarray(cost, np.int64))
         if lines is not None:
-            nl, touched, buf = lines
+            nl, touched, buf, fresh = lines
             self._lines.append(nl)
             self._buf.append(buf)
+            self._fresh.append(fresh)
             self.touched.update(np.unique(touched).tolist())
         else:
             self._lines.append(None)
             self._buf.append(None)
+            self._fresh.append(None)
 
     def streams(self) -> list[dict]:
         """Per wave (in wave-id order): {'pc': instruction indices, 'exec': popcounts, 'cost': DS cycles
-        or VMEM bytes (0 elsewhere), 'lines': VMEM 128-byte lines (0 elsewhere), 'buf': the index in
+        or VMEM bytes (0 elsewhere), 'lines': VMEM 128-byte lines (0 elsewhere), 'fresh': those of them no
+        earlier access of the workgroup touched (what the caches cannot already hold), 'buf': the index in
         the emulator's memory.allocs of the allocation a VMEM access falls in (-1 elsewhere)}."""
         if not self._p:
             return []
@@ -168,13 +183,15 @@ class Recorder:
         cost = np.concatenate([c if c is not None else np.zeros(k, np.int64) for c, k in zip(self._cost, n)])
         lines = np.concatenate([c if c is not None else np.zeros(k, np.int64) for c, k in zip(self._lines, n)])
         buf = np.concatenate([c if c is not None else np.full(k, -1, np.int16) for c, k in zip(self._buf, n)])
+        fresh = np.concatenate([c if c is not None else np.zeros(k, np.int64) for c, k in zip(self._fresh, n)])
         order = np.argsort(wave, kind="stable")
         wave, p, ex, cost, lines, buf = wave[order], p[order], ex[order], cost[order], lines[order], buf[order]
+        fresh = fresh[order]
         cuts = np.flatnonzero(np.diff(wave)) + 1
         out = []
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(wave)]):
             out.append({"wave": int(wave[a]), "pc": p[a:b], "exec": ex[a:b], "cost": cost[a:b], "lines": lines[a:b],
-                        "buf": buf[a:b]})
+                        "buf": buf[a:b], "fresh": fresh[a:b]})
         return out
 
 
@@ -261,7 +278,7 @@ def scale_loops(stream: dict, factor: float, work=None) -> dict:
             last = b
     pieces.append(slice(last, len(pc)))
     out = dict(stream)
-    for key in ("pc", "exec", "cost", "lines", "buf"):
+    for key in ("pc", "exec", "cost", "lines", "buf", "fresh"):
         if key in stream:
             out[key] = np.concatenate([stream[key][sl] for sl in pieces])
     return out
