@@ -558,28 +558,15 @@ def test_a_cus_share_of_hbm_is_the_device_bandwidth_over_the_busy_cus():
     assert cycles(256) - alone == 12 * n + 4
 
 
-def _strided_kernel(offsets):
-    """One wave loading 64 lanes x 4 bytes, lane i at byte 32 i (16 lines, 4 lanes and 16 bytes in each),
-    at each byte offset in turn, then vmcnt(0)."""
-    k = Kernel("strided", block=64)
-    src = k.arg("src", "ptr")
-    k.s_load_dwordx2(s[4:5], k.kernarg_ptr, src.offset)
-    k.v_lshlrev_b32(v[1], 5, k.workitem_id)
-    k.s_waitcnt(lgkmcnt=0)
-    for i, off in enumerate(offsets):
-        k.global_load_dword(v[2 + i], v[1], s[4:5], offset=off)
-    k.s_waitcnt(vmcnt=0)
-    k.s_endpgm()
-    return k.build().co
-
-
 def test_a_partial_line_read_again_costs_its_lookup_not_another_fill():
     """A load touching 16 lines it has not touched holds the port for their fills, 16 x 128 B at 64 B/clk
     = 32 cycles (its 256 bytes alone would take 4); the same lines again (4 bytes further) cost a
     lookup a line, 16 cycles; 16 other lines 32 again. The loads issue a turn apart and complete in
     order, so the wave ends later by the second load's port time."""
+    from test_perf_trace import reload_kernel
+
     def cycles(offsets):
-        co = _strided_kernel(offsets)
+        co = reload_kernel(offsets, lane_bytes=32)          # 16 lines, 4 lanes and 16 bytes in each
         tr = capture(co, 1, 64, kernarg=lambda a: a["src"].to_bytes(8, "little"), buffers={"src": 4096},
                      cache=False)
         prog = load_program(co)

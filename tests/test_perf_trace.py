@@ -114,13 +114,14 @@ def test_ds_write_b64_serves_16_lanes_a_phase():
     assert lds_cycles(a[None], ex, 8, phase_of_lane(True, 8))[0] == _expected_cycles(a, 8, write=True)
 
 
-def _reload_kernel(offsets):
-    """One wave loading 64 lanes x 4 bytes (two 128-byte lines) at each byte offset in turn."""
+def reload_kernel(offsets, lane_bytes: int = 4):
+    """One wave loading 64 lanes x 4 bytes, lane i at byte lane_bytes x i (4: two 128-byte lines), at
+    each byte offset in turn, then vmcnt(0)."""
     from flyasm import Kernel, s, v
     k = Kernel("reload", block=64)
     src = k.arg("src", "ptr")
     k.s_load_dwordx2(s[4:5], k.kernarg_ptr, src.offset)
-    k.v_lshlrev_b32(v[1], 2, k.workitem_id)
+    k.v_lshlrev_b32(v[1], lane_bytes.bit_length() - 1, k.workitem_id)
     k.s_waitcnt(lgkmcnt=0)
     for i, off in enumerate(offsets):
         k.global_load_dword(v[2 + i], v[1], s[4:5], offset=off)
@@ -134,7 +135,7 @@ def test_fresh_lines_count_what_the_workgroup_had_not_touched():
     # starting half a line in, 64 x 4 bytes span three lines: the neighbours' lines count once
     from flyasm.perf.capture import capture
     for offsets, want in (((0, 0, 256, 128), [2, 0, 2, 0]), ((64, 320, 64), [3, 2, 0])):
-        co = _reload_kernel(offsets)
+        co = reload_kernel(offsets)
         tr = capture(co, 1, 64, kernarg=lambda a: a["src"].to_bytes(8, "little"), buffers={"src": 1024}, cache=False)
         w = tr.waves[0]
         loads = [i for i, pc in enumerate(w["pc"]) if "global_load" in tr.program.insts[pc].name]

@@ -26,13 +26,13 @@ is re-queued (lazy list scheduling). Facts and assumptions (every number is in p
   (trace.lds_cycles) and completes lds_latency cycles later.
 * VMEM (and LDS-DMA): an access holds the CU's memory port for the longest of three stages: the
   vector L1 looks up one 128-byte line a clock, moves the active bytes at the port's rate (bytes per
-  cycle of the CU's share of the device, params; at most its lines' bytes), and a load fills each line its workgroup has not
-  touched before ('fresh', trace.Recorder) from the L2 at that rate, 128 bytes a line (ROCm
-  Compute Profiler's vL1D: one line lookup a clock per CU; its L1-L2 traffic counts 128 B a read
-  request). A partial line read again (FlyDSL's Q loads at offsets 32 B apart, aiter's backward
-  half-line DMAs re-read by another wave) costs its lookup, not another fill. Atomics and streams
-  recorded without 'fresh' take every line as fresh. It completes its latency later (the stream's 'lat'
-  per access when the model placed it in the memory hierarchy, perf.placement; else vmem_latency);
+  cycle of the CU's share of the device, params; at most its lines' bytes), and a load fills each
+  line its workgroup has not touched before ('fresh', trace.Recorder) from the L2 at that rate, 128
+  bytes a line (ROCm Compute Profiler's vL1D: one line lookup a clock per CU; its L1-L2 traffic
+  counts 128 B a read request). A partial line read again (FlyDSL's Q loads at offsets 32 B apart,
+  aiter's backward half-line DMAs re-read by another wave) costs its lookup, not another fill.
+  Atomics and streams recorded without 'fresh' take every line as fresh. It completes its latency
+  later (the stream's 'lat' per access when the model placed it in the memory hierarchy, perf.placement; else vmem_latency);
   vmcnt returns in order. SMEM completes smem_latency after issue (lgkmcnt(0) covers it).
 * Atomics (buffer/global_atomic_*: read-modify-writes bypass the L1 and are performed at the L2, ROCm
   Compute Profiler's vL1D "L1-L2 Atomics" and LLVM AMDGPUUsage): after the port, a CU's atomics queue
