@@ -83,7 +83,9 @@ def test_corpus_smoke(tmp_path):
 def test_short_rows_smoke():
     """benchmarks/short_rows.py on FlyDSL's table: its four short causal rows (two runs of FlyDSL beside
     aiter), each broken down, and the two runs' ratios. A perfect balance is never longer than the
-    dispatch's makespan, and equals it for a grid of equal workgroups in whole rounds (aiter's pairs)."""
+    dispatch's makespan. For a grid of equal work in whole rounds (aiter's pairs) it differs only by
+    what the HBM queue makes rounds differ (a lockstep first round waits longer for its loads than a
+    later one): within 5%."""
     import re
 
     table = ROOT.parent / "shared" / "flydsl" / "measured"
@@ -93,7 +95,7 @@ def test_short_rows_smoke():
     spans = [(int(a), float(b)) for a, b in re.findall(r"makespan (\d+) cycles, perfect balance (\d+)", out)]
     assert len(spans) == 4 and all(b <= a for a, b in spans)
     aiter = [s for s, line in zip(spans, re.findall(r"^(\w+) \S+ B\d+", out, re.M)) if line == "aiter"]
-    assert len(aiter) == 2 and all(round(b) == a for a, b in aiter)
+    assert len(aiter) == 2 and all(0.95 * a <= b for a, b in aiter)
     assert len(re.findall(r"^run flydsl#629-[ab]: flydsl over aiter speed ratio measured", out, re.M)) == 2
 
 

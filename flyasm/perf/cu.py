@@ -39,13 +39,21 @@ is re-queued (lazy list scheduling). Facts and assumptions (every number is in p
   for its share of the L2s' atomic rate (params.l2_atomic_dwords_per_clk over the CUs the launch keeps
   busy; one dword read-modify-write per active lane and dword), and complete vmem_latency after the
   L2 has performed them.
-* Stores: the bytes a VMEM store writes (its active lanes' bytes: the L2 merges a line's partial
-  writes before the line goes to memory) must reach memory, so after the port they queue for the
-  CU's share of HBM bandwidth (params.hbm_bytes_per_clk over the CUs the launch keeps busy: a
-  workgroup writes its tile of results when it ends, as do the others of its round, which started
-  with it) and complete vmem_latency later. A wave ends when its memory operations have completed
-  (LLVM SIInsertWaitcnts: S_ENDPGM may have to wait for outstanding VMEM stores; gfx11 and later
-  send a message to release the VGPRs before). Atomics are not stores here (their L2 rate bounds them).
+* Stores complete when the L2 has taken them (it is a write-back cache, the device's coherence point:
+  ROCm Compute Profiler, "L2 cache (TCC)"): after the port, vmem_latency later. Their lines go on to
+  HBM as the device's queue serves them (perf.hbm, on the dispatch timeline, with every other
+  workgroup's traffic; the kernel ends when they are written). A launch priced without that timeline
+  (no probe, params.stores_complete_at_l2 False) instead queues the bytes a store writes (its active
+  lanes': the L2 merges a line's partial writes) for the CU's share of HBM bandwidth
+  (params.hbm_bytes_per_clk over the CUs the launch keeps busy: a workgroup writes its tile of
+  results when it ends, as do the others of its round). A wave ends when its memory operations have
+  completed (LLVM SIInsertWaitcnts: S_ENDPGM may have to wait for outstanding VMEM stores; gfx11 and
+  later send a message to release the VGPRs before). Atomics are not stores here (their L2 rate
+  bounds them).
+* For the device's HBM queue the run records what its first workgroup asks of memory: each VMEM
+  access's issue cycle, its bytes (the 128-byte lines its workgroup touches first: trace 'fresh'),
+  buffer and kind, and each wave's s_waitcnt vmcnt waits on loads (when the wave got there, when the
+  awaited load completed, when it was issued).
 * s_barrier releases all waves of the workgroup one cycle after the last arrives.
 """
 from __future__ import annotations
@@ -141,7 +149,8 @@ class Wave:
     cost: object          # DS cycles / VMEM bytes per executed instruction
     lines: object
     lat: object = None    # VMEM latency per executed instruction (cycles), or None: vmem_latency
-    fresh: object = None  # VMEM lines the workgroup touches first, or None: every line
+    buf: object = None    # buffer index per executed instruction (trace 'buf', -1: none), or None
+    fresh: object = None  # 128-byte lines per VMEM access its workgroup touches first (trace 'fresh'), or None
     start: int = 0
     i: int = 0
     t_next: int = 0
@@ -149,6 +158,7 @@ class Wave:
     ready: dict = field(default_factory=dict)
     vm: list = field(default_factory=list)        # completion cycles, in issue order
     vm_at: list = field(default_factory=list)     # per vm entry: its completion is the L2's atomic queue
+    vm_iss: list = field(default_factory=list)    # per vm entry: (its issue cycle, it is a store)
     lgkm: list = field(default_factory=list)      # (completion, is_smem)
     done: bool = False
     end: int = 0
@@ -164,6 +174,10 @@ class CUResult:
     busy: dict                        # per SIMD: {"mfma": cycles, "valu": cycles}
     stalls: dict                      # instruction index -> {cause: cycles, "issued": n}
     idle: dict                        # per SIMD idle-by-cause (cycles no instruction issued)
+    # what the first workgroup asks of memory (cycles from its start), for the device's HBM queue (perf.hbm):
+    traffic: list = field(default_factory=list)   # (issue cycle, bytes, buffer index or -1, is a store)
+    waits: dict = field(default_factory=dict)     # wave -> [(wait issue, own readiness, awaited load's done,
+                                                  #           its issue)]; waits for a store left out
 
 
 def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts: list | None = None) -> CUResult:
@@ -174,7 +188,8 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
     for g, wg in enumerate(workgroups):
         ids = []
         for k, s in enumerate(wg):
-            w = Wave(len(waves), g, simd_of[g][k], s["pc"], s["cost"], s["lines"], s.get("lat"), s.get("fresh"))
+            w = Wave(len(waves), g, simd_of[g][k], s["pc"], s["cost"], s["lines"], s.get("lat"), s.get("buf"),
+                     s.get("fresh"))
             w.start = w.t_next = (starts[g] if starts else 0)
             ids.append(w.wid)
             waves.append(w)
@@ -196,6 +211,8 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
     stalls: dict = {}
     bar_arrived: dict = {}
     heap = []
+    traffic: list = []
+    waits: dict = {}
 
     def candidate(w: Wave):
         """(cycle, cause) the wave's next instruction can issue at; cause = what held it longest."""
@@ -306,13 +323,18 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
                 at_free = max(at_free, vm_free) + int(w.cost[w.i]) / 4 * at_cyc_per_dword
                 if int(at_free) + lat > done:
                     done, by_atomics = int(at_free) + lat, True
-            if STO[i]:                   # the stored bytes go on to memory at the CU's share of HBM
+            if STO[i] and not p.stores_complete_at_l2:  # the stored bytes reach memory at the CU's share of HBM
                 hbm_free = max(hbm_free, vm_free) + int(w.cost[w.i]) * hbm_cyc_per_byte
                 done = max(done, int(hbm_free) + lat)
             if w.vm and w.vm[-1] > done:
                 done, by_atomics = w.vm[-1], w.vm_at[-1]
+            if w.wg == 0 and not AT[i]:
+                # the lines the workgroup touches first: a line it touched before is in its L2
+                traffic.append((t - w.start, int(w.cost[w.i]) if w.fresh is None else int(w.fresh[w.i]) * 128,
+                                -1 if w.buf is None else int(w.buf[w.i]), bool(STO[i])))
             w.vm.append(done)
             w.vm_at.append(by_atomics)
+            w.vm_iss.append((t, bool(STO[i])))
             w.drain = max(w.drain, done)
         elif k == "smem":
             w.lgkm.append((t + p.smem_latency, True))
@@ -320,8 +342,13 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
         elif k == "waitcnt":
             vmn, lgn = WT[i]
             if len(w.vm) > vmn:
+                j = len(w.vm) - vmn - 1
+                if w.wg == 0 and not w.vm_iss[j][1]:     # a store is done at the L2: the queue delays loads
+                    waits.setdefault(wid, []).append((t - w.start, w.t_next - w.start, w.vm[j] - w.start,
+                                                      w.vm_iss[j][0] - w.start))
                 del w.vm[:len(w.vm) - vmn]
                 del w.vm_at[:len(w.vm_at) - vmn]
+                del w.vm_iss[:len(w.vm_iss) - vmn]
             if w.lgkm:
                 w.lgkm = [] if lgn == 0 else [e for e in w.lgkm[max(0, len(w.lgkm) - lgn):]]
         elif k == "nop":
@@ -357,4 +384,4 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
     wg_end = [max(waves[x].end for x in ids) for ids in wg_waves]
     total = max(wg_end) if wg_end else 0
     return CUResult(total, wg_end, [starts[g] if starts else 0 for g in range(len(workgroups))],
-                    {s: busy[s] for s in range(nsimd)}, stalls, {s: idle[s] for s in range(nsimd)})
+                    {s: busy[s] for s in range(nsimd)}, stalls, {s: idle[s] for s in range(nsimd)}, traffic, waits)

@@ -13,12 +13,10 @@ taken to equal the first and the last to differ by what its sample shows: the re
 M tail; split-K's last split, which in aiter's bf16 GEMMs gets K's remainder: 80 K-steps over 13
 splits run 6 each and 8 on the last, seen in the emulator). Each sample runs on one CU with as many
 copies of itself as occupancy and the grid allow (co-resident workgroups staggered by wg_stagger
-cycles), so the port contention of a full CU is in its duration; its stores queue for the CU's share
-of HBM bandwidth (perf.cu: HBM's bytes per cycle over the CUs the launch keeps busy), so a short
-workgroup that writes its results at its end, as every other one of its round does, pays for the
-device's write bandwidth (attention at seqlen 256-1024: a 64 KB O tile per 256 rows, 17 MB per round
-of 256 workgroups). A main loop longer or shorter than recorded (loop_scale f != 1) costs
-d1 + (f W1 - W1) (d2 - d1) / (W2 - W1): the recorded run (duration d1, MFMA work W1) and one with
+cycles), so the port contention of a full CU is in its duration; its stores are done when the L2
+has them, and the device's HBM queue (below) writes them back (a launch without a probe instead
+queues them for its CU's share of HBM bandwidth, perf.cu). A main loop longer or shorter than
+recorded (loop_scale f != 1) costs d1 + (f W1 - W1) (d2 - d1) / (W2 - W1): the recorded run (duration d1, MFMA work W1) and one with
 about twice the work (trace.scale_loops adds main-loop iterations: d2, W2) give the steady-state
 cost per unit of work, so a long sequence costs no more to price. W is measured,
 not assumed: scale_loops adds whole iterations, so the x2 run adds 0.96x or 1.08x the recorded work
@@ -42,6 +40,12 @@ again, because the MALL evicted what an earlier workgroup fetched, costs refetch
 other read (an L2 or MALL hit, a first read, private data) keeps vmem_latency. A workgroup's duration
 mixes its CU runs with and without that latency by the fraction of its main-loop steps that wait on
 a re-fetch.
+HBM (with the probe too, perf.hbm): what every workgroup reads from HBM (private data, and the
+fraction of a shared stream the placement leaves to HBM) and what it stores goes, at the times its
+CU run issued it, into one first-in first-out queue served at HBM's rate; a workgroup is longer by
+what its waves waited at s_waitcnt for loads that queued (its recorded waits replayed), and the
+kernel ends no earlier than its last stored line reaches memory. Workgroups that start together
+(a round) ask for their tiles at once and wait; the same bytes spread over scattered starts do not.
 The kernel time is max(makespan / clock, compulsory DRAM bytes / HBM bandwidth) + launch overhead.
 """
 from __future__ import annotations
@@ -53,6 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import FlyasmError
+from . import hbm
 from . import params as P
 from . import placement
 from .capture import capture
@@ -234,6 +239,9 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
     pc = p.with_(cu_bytes_per_clk=min(p.cu_bytes_per_clk, p.l2_hit_bytes_per_clk / active_cu),
                  cu_atomic_dwords_per_clk=p.l2_atomic_dwords_per_clk / active_cu if any(static.atomic) else None,
                  cu_hbm_bytes_per_clk=p.hbm_bytes_per_clk / active_cu,
+                 # no probe, no timeline of what the workgroups ask of HBM together (perf.hbm): stores
+                 # wait for the busy CUs' share of HBM instead of the device's queue
+                 stores_complete_at_l2=footprint is not None,
                  **{n: getattr(_DEFAULTS, n) for n in _NOT_READ_BY_CU})
     ax = tile_axis
     work = np.asarray(static.passes, float)     # loops scale so that the MFMA work grows by the factor
@@ -279,13 +287,15 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
                                       sum(stream_work(w, work) for w in ws), r, _bytes_by_buffer(ws, names))
                 return _RUN_CACHE[rk]
             d, w1, r, nb = run_at(1.0)
+            traffic = (hbm.Profile.of(r, d), None, 0.0)
             if f != 1.0:    # steady state: the loop's cost per unit of work from x1 and x2, linear in work
                 d2, w2, r, nb2 = run_at(2.0)
                 # no MFMA work added (no loop, or a loop without MFMAs, scaled by iterations): per unit of scale
                 k = (f - 1.0) * (w1 / (w2 - w1) if w2 > w1 else 1.0)
+                traffic = (traffic[0], hbm.Profile.of(r, d2), k)
                 d += k * (d2 - d)
                 nb = {b: v + k * (nb2.get(b, 0.0) - v) for b, v in nb.items()}
-            out[wg] = seen[ident] = (d, nb)
+            out[wg] = seen[ident] = (d, nb, traffic)
             if main is None or d >= main[0]:
                 main = (d, r)
         hit = _SIM_CACHE[key] = (out, main[1])
@@ -336,8 +346,14 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
         if streams.key.shape[1]:
             fractions = np.einsum("wjl,wj->l", lv, streams.nbytes)
             fractions = fractions / max(fractions.sum(), 1.0)
+        # the device's HBM as one queue: what the workgroups running together load and store at once
+        hf = _hbm_fractions(n_wg, names, streams, lv if streams.key.shape[1] else None)
+        ext, drained = _hbm_queue(runs, samples, on_grid, d, jitter, hf, p, slots)
+        d = d + ext
     start = placement.dispatch(d, p.n_xcd, slots)
     cycles = int(np.ceil((start + d).max()))
+    if footprint is not None:                  # the kernel ends when its write-back has reached memory
+        cycles = max(cycles, int(np.ceil(drained)))
     active = min(1.0, float(d.sum()) / (p.n_cu * resident * max(cycles, 1)))
     durs = {wg: v[0] for wg, v in runs.items()}
     simd = {sid: {"mfma": bz["mfma"] / max(r.cycles, 1), "valu": bz["valu"] / max(r.cycles, 1),
@@ -345,8 +361,11 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
             for sid, bz in r.busy.items()}
     stalls = sorted(((i, prog.insts[i].pc, prog.insts[i].text(), prog.insts[i].loc, row) for i, row in
                      r.stalls.items()), key=lambda t: -sum(v for kk, v in t[4].items() if kk != "issued"))
+    # the fitted constants this run read (a search over one re-simulates only the rows it reaches): the
+    # atomic rate with atomics, the re-fetch latency with shared streams, the spread with a timeline
     uses = (("l2_atomic_dwords_per_clk",) if any(static.atomic) else ()) + \
-        (("refetch_latency", "wg_jitter") if fractions is not None and streams.key.shape[1] else ())
+        (("refetch_latency",) if fractions is not None and streams.key.shape[1] else ()) + \
+        (("wg_jitter",) if footprint is not None else ())
     return GridRun(cycles, g, resident, durs, simd, stalls, prog, active, fractions, uses)
 
 
@@ -435,6 +454,45 @@ def _streams(footprint, shared, runs, on_grid, by_wg, names) -> "placement.Strea
                     lo, hi = min(lo, idx[0] / len(w["pc"])), max(hi, (idx[-1] + 1) / len(w["pc"]))
         span[j] = (lo, max(hi, lo + 1e-6))
     return placement.Streams(key, nbytes, span, tuple("+".join(bufs) for bufs, _ in slots.values()))
+
+
+def _hbm_fractions(n_wg: int, names: list, streams, lv) -> np.ndarray:
+    """[w, b]: the fraction of buffer b's reads HBM serves for workgroup w: private data every time (it
+    is read once), a shared stream what the placement left to HBM (first reads and re-fetches)."""
+    out = np.ones((n_wg, max(len(names), 1)))
+    if lv is None:
+        return out
+    for j, joined in enumerate(streams.names):
+        for b in joined.split("+"):
+            if b in names:
+                out[:, names.index(b)] = lv[:, j, placement.HBM] + lv[:, j, placement.COLD]
+    return out
+
+
+def _hbm_queue(runs: dict, samples: list, on_grid, d: np.ndarray, jitter: np.ndarray, hf: np.ndarray,
+               p: P.Params, slots: int) -> tuple[np.ndarray, float]:
+    """([w]: cycles workgroup w waits on loads queued for HBM behind what the others ask at the same
+    time, the cycle the queue has served everything) (perf.hbm), on the timeline the durations and
+    their spread give; the timeline moves with the waits it causes, so three rounds. Each workgroup
+    runs its nearest sample's traffic; a loop scaled from its record extrapolates the waits from the
+    x1 and x2 runs as the duration is (k)."""
+    order = [wg for wg in samples if wg in runs]
+    near = np.clip(np.rint(on_grid({wg: float(i) for i, wg in enumerate(order)})), 0, len(order) - 1).astype(int)
+    x1 = [runs[wg][2][0] for wg in order]
+    x2 = [runs[wg][2][1] or runs[wg][2][0] for wg in order]
+    k = np.array([runs[wg][2][2] for wg in order])[near]
+    ext = np.zeros(len(d))
+    dj = d * jitter
+    for _ in range(3):
+        start = placement.dispatch(dj + ext, p.n_xcd, slots)
+        # reads and the write-back of stored lines share one first-in first-out queue
+        delay = hbm.queue_delay(hbm.demand(x1, near, start, dj, hf, ext).sum(0), p.hbm_bytes_per_clk)
+        e1 = hbm.extension(x1, near, start, dj, delay)
+        e2 = hbm.extension(x2, near, start, dj, delay) if k.any() else e1
+        ext = np.maximum(e1 + k * (e2 - e1), 0.0)
+    busy = np.flatnonzero(delay > 0)
+    drained = (busy[-1] + 1) * hbm.BIN + delay[busy[-1]] if len(busy) else 0.0
+    return ext, drained
 
 
 def _refetch_steps(lv: np.ndarray) -> np.ndarray:

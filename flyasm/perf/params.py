@@ -62,6 +62,10 @@ class Params:
     l2_atomic_dwords_per_clk: float = 192.0
     cu_atomic_dwords_per_clk: float | None = None   # one CU's share; None: every CU busy (model sets it)
     cu_hbm_bytes_per_clk: float | None = None       # one CU's share of HBM for its stores; None: every CU busy
+    # a store completes when the L2 has taken it (it writes back: the device's HBM queue, perf.hbm,
+    # carries the bytes on); the model sets False only for a launch without a timeline of its memory
+    # traffic (no probe), where stores wait for their CU's share of HBM instead
+    stores_complete_at_l2: bool = True
     # ---- fitted in the simulation (FITTED_SIMULATED) -----------------------------------------
     # cycles a read of shared data waits beyond vmem_latency when HBM serves it again (the MALL
     # evicted what an earlier workgroup fetched). L2 and MALL hits and first reads (GEMM operands,
