@@ -43,6 +43,7 @@ class Footprint:
     of the lines its waves' first accesses to that buffer touched (-1: it did not access it)."""
     grid: tuple
     key: dict
+    nbytes: dict | None = None      # name -> the buffer's size (the probe's; None: not known)
 
 
 class _Memory(Memory):

@@ -28,6 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 
 BIN = 256                 # cycles per step of the queue's timeline
+MAX_STEPS = 1 << 20       # steps a timeline is cut into at most: a longer launch gets longer steps
+
+
+def step_for(horizon: float) -> float:
+    """Cycles per step for a timeline `horizon` cycles long."""
+    return max(float(BIN), float(np.ceil(horizon / MAX_STEPS)))
 
 
 @dataclass
@@ -48,23 +54,23 @@ class Profile:
         return cls(tr[:, 0], tr[:, 1], tr[:, 2].astype(np.int64), tr[:, 3] > 0, waits, float(max(cycles, 1.0)))
 
 
-def queue_delay(demand: np.ndarray, rate: float) -> np.ndarray:
+def queue_delay(demand: np.ndarray, rate: float, step: float = BIN) -> np.ndarray:
     """Per step: the cycles a request arriving then waits behind the backlog of a FIFO served at `rate`
     bytes a cycle, given the bytes that arrive in each step (Lindley's recursion in closed form:
     backlog_k = S_k - min(0, min_{j<=k} S_j), S the running sum of arrivals minus service)."""
-    s = np.cumsum(np.asarray(demand, float) - rate * BIN)
+    s = np.cumsum(np.asarray(demand, float) - rate * step)
     backlog = s - np.minimum(np.minimum.accumulate(s), 0.0)
     return backlog / rate
 
 
 def demand(profiles: list, which: np.ndarray, start: np.ndarray, dur: np.ndarray,
-           hbm_fraction: np.ndarray, longer: np.ndarray | None = None) -> np.ndarray:
+           hbm_fraction: np.ndarray, longer: np.ndarray | None = None, step: float = BIN) -> np.ndarray:
     """Bytes HBM is asked for per step of the timeline. Workgroup w runs profile which[w], stretched to
     its own duration dur[w] (a longer loop moves proportionally more bytes: the rate is kept), and
     spread over `longer` more cycles when it waits on the queue (the same bytes, later);
     hbm_fraction[w, b]: the fraction of buffer b's reads HBM serves for w (stores: all)."""
     longer = np.zeros(len(dur)) if longer is None else longer
-    n = int(np.ceil((start + dur + longer).max() / BIN)) + 2
+    n = int(np.ceil((start + dur + longer).max() / step)) + 2
     out = np.zeros((2, n))                      # reads, writes
     for k, pr in enumerate(profiles):
         ws = np.flatnonzero(which == k)
@@ -76,12 +82,12 @@ def demand(profiles: list, which: np.ndarray, start: np.ndarray, dur: np.ndarray
         frac = np.where(pr.buf[None, :] >= 0, frac, 1.0)
         b = stretch[:, None] * pr.nbytes[None, :] * frac
         np.add.at(out, (np.broadcast_to(pr.store[None, :], t.shape).astype(np.int64),
-                        np.minimum((t // BIN).astype(np.int64), n - 1)), b)
+                        np.minimum((t // step).astype(np.int64), n - 1)), b)
     return out
 
 
 def extension(profiles: list, which: np.ndarray, start: np.ndarray, dur: np.ndarray,
-              delay: np.ndarray) -> np.ndarray:
+              delay: np.ndarray, step: float = BIN) -> np.ndarray:
     """Cycles each workgroup runs longer because loads it waited for queued (`delay` per step, from
     queue_delay): its waves' recorded waits replayed with the delays, the slowest wave's."""
     ext = np.zeros(len(start))
@@ -101,7 +107,7 @@ def extension(profiles: list, which: np.ndarray, start: np.ndarray, dur: np.ndar
             shifts = np.zeros((len(wv) + 1, len(ws)))     # row e + 1: the shift after wait e
             for e in range(len(wv)):
                 at = start[ws] + stretch * issued[e] + shifts[prior[e] + 1]
-                d = delay[np.clip((at // BIN).astype(np.int64), 0, len(delay) - 1)]
+                d = delay[np.clip((at // step).astype(np.int64), 0, len(delay) - 1)]
                 # the wait ends when the wave gets there (moved by the shift so far; a wait that
                 # stalled absorbs that much) or when its load does (moved by the shift it was issued
                 # with and its queueing delay; an early load absorbs its slack), whichever is later

@@ -180,7 +180,11 @@ def footprint_of(co: bytes, tr, grid, block, probe: dict | None):
         first_of, first = np.unique(buf[vm], return_index=True)
         first = [f for b, f in zip(first_of.tolist(), first.tolist()) if b in loads]
         quota = max(quota, max(first) + 1 if first else 1)
-    return run_probe(co, tr.kernel, grid, block, probe["kernarg"], probe.get("buffers") or {}, quota)
+    fp = run_probe(co, tr.kernel, grid, block, probe["kernarg"], probe.get("buffers") or {}, quota)
+    if fp is not None:
+        fp.nbytes = {n: int(v if isinstance(v, (int, np.integer)) else np.asarray(v).nbytes)
+                     for n, v in probe["buffers"].items()}
+    return fp
 
 
 def _dims3(x) -> tuple:
@@ -348,6 +352,7 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
             fractions = fractions / max(fractions.sum(), 1.0)
         # the device's HBM as one queue: what the workgroups running together load and store at once
         hf = _hbm_fractions(n_wg, names, streams, lv if streams.key.shape[1] else None)
+        hf = _at_most_once(hf, runs, samples, on_grid, d, names, shared, footprint.nbytes)
         ext, drained = _hbm_queue(runs, samples, on_grid, d, jitter, hf, p, slots)
         d = d + ext
     start = placement.dispatch(d, p.n_xcd, slots)
@@ -469,6 +474,30 @@ def _hbm_fractions(n_wg: int, names: list, streams, lv) -> np.ndarray:
     return out
 
 
+def _at_most_once(hf: np.ndarray, runs: dict, samples: list, on_grid, d: np.ndarray, names: list,
+                  shared: set, sizes: dict | None) -> np.ndarray:
+    """hf with each private buffer's HBM fraction scaled so that the workgroups together read at most
+    the buffer's size from HBM: data read by one workgroup each is read once. (A buffer the probe
+    saw as private while many workgroups read its bytes, e.g. streams it could not match, would
+    otherwise ask HBM for many times its size.)"""
+    if not sizes:
+        return hf
+    order = [wg for wg in samples if wg in runs]
+    near = np.clip(np.rint(on_grid({wg: float(i) for i, wg in enumerate(order)})), 0, len(order) - 1).astype(int)
+    out = hf.copy()
+    for b, name in enumerate(names):
+        if not name or name in shared or name not in sizes:
+            continue
+        per = []                     # first-touch bytes each sample's workgroup loads from the buffer
+        for wg in order:
+            pr = runs[wg][2][0]
+            per.append(pr.nbytes[(pr.buf == b) & ~pr.store].sum() / pr.cycles)
+        total = float((np.array(per)[near] * d).sum())
+        if total > sizes[name] > 0:
+            out[:, b] *= sizes[name] / total
+    return out
+
+
 def _hbm_queue(runs: dict, samples: list, on_grid, d: np.ndarray, jitter: np.ndarray, hf: np.ndarray,
                p: P.Params, slots: int) -> tuple[np.ndarray, float]:
     """([w]: cycles workgroup w waits on loads queued for HBM behind what the others ask at the same
@@ -483,15 +512,26 @@ def _hbm_queue(runs: dict, samples: list, on_grid, d: np.ndarray, jitter: np.nda
     k = np.array([runs[wg][2][2] for wg in order])[near]
     ext = np.zeros(len(d))
     dj = d * jitter
+    # the replay is first order: under a demand that stays above HBM's rate it would add a delay per
+    # wait without bound. A workgroup can wait no longer than its HBM bytes take at its share of the
+    # rate with every slot of the device loading (the bandwidth-bound limit)
+    ext_max = np.zeros(len(d))
+    for i, pr in enumerate(x1):
+        ws = near == i
+        if not ws.any():
+            continue
+        own = np.where(pr.store | (pr.buf < 0), 1.0, hf[np.ix_(ws, np.maximum(pr.buf, 0))].mean(0)) * pr.nbytes
+        ext_max[ws] = own.sum() * dj[ws] / pr.cycles * (slots * p.n_xcd) / p.hbm_bytes_per_clk
     for _ in range(3):
         start = placement.dispatch(dj + ext, p.n_xcd, slots)
+        step = hbm.step_for((start + dj + ext).max())
         # reads and the write-back of stored lines share one first-in first-out queue
-        delay = hbm.queue_delay(hbm.demand(x1, near, start, dj, hf, ext).sum(0), p.hbm_bytes_per_clk)
-        e1 = hbm.extension(x1, near, start, dj, delay)
-        e2 = hbm.extension(x2, near, start, dj, delay) if k.any() else e1
-        ext = np.maximum(e1 + k * (e2 - e1), 0.0)
+        delay = hbm.queue_delay(hbm.demand(x1, near, start, dj, hf, ext, step).sum(0), p.hbm_bytes_per_clk, step)
+        e1 = hbm.extension(x1, near, start, dj, delay, step)
+        e2 = hbm.extension(x2, near, start, dj, delay, step) if k.any() else e1
+        ext = np.clip(e1 + k * (e2 - e1), 0.0, ext_max)
     busy = np.flatnonzero(delay > 0)
-    drained = (busy[-1] + 1) * hbm.BIN + delay[busy[-1]] if len(busy) else 0.0
+    drained = (busy[-1] + 1) * step + delay[busy[-1]] if len(busy) else 0.0
     return ext, drained
 
 
