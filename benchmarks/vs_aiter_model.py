@@ -148,6 +148,12 @@ def main(argv=None) -> int:
             pr = predict_all(idx, mask, b, hq, hk, s, p)
             if who == "flydsl" and isinstance(r.get("co_name"), str):     # the build the row measured
                 pr["flydsl"] = predict_launch(FL.row_launch(r.to_dict(), idx), p)
+            elif "run" in r:        # an aiter row of a FlyDSL run: FlyDSL as that run's kernel state ran it
+                try:
+                    pr["flydsl"] = predict_launch(FL.row_launch({**r.to_dict(), "co_name": None}, idx), p)
+                except FL.FlydslLaunchError as e:
+                    pr["flydsl"] = None
+                    print(f"  note: {e}", file=sys.stderr)
             print(line(mask, b, hq, hk, s, pr, who, r["tflops"], r["us"]) + (f"   run {r['run']}" if "run" in r else ""))
             meas_points.append((who, mask, s, r["tflops"]))
     print("constants: " + ", ".join(f"{n}={getattr(p, n):.3g}" for n in P.FITTED + P.FITTED_SIMULATED))
