@@ -238,14 +238,14 @@ def _build_at(name: str, commit: str, H: int, Hkv: int, causal: bool, xcd: bool,
     return CACHE / name
 
 
-def needed(tables) -> list[tuple[int, int, bool, bool, str | None, int]]:
+def needed(tables, error=None) -> list[tuple[int, int, bool, bool, str | None, int]]:
     """(H, Hkv, causal, xcd, commit, generic BLOCK_M or 0) of the build each attention row of the tables
     runs: a row of a kernel state with a dispatch (flydsl_launch.DISPATCH) the kernel that dispatch picks
     when it is the generic one; else the build FlyDSL's dispatch picks, of the kernel state a FlyDSL
-    row's co_name names (none: the shipped one)."""
+    row's co_name names (none: the shipped one). error: as measured.read_tables."""
     import measured
     out = []
-    for _, kind, r in measured.read_tables(tables):
+    for _, kind, r in measured.read_tables(tables, error):
         if kind != "fmha":
             continue
         H, Hkv, S, causal = int(r["nhead_q"]), int(r["nhead_k"]), int(r["seqlen_q"]), bool(int(r["mask"]))
@@ -281,7 +281,7 @@ def main(argv=None) -> int:
         return 0
     if a.generic and (not a.commit or a.xcd or a.generic not in (128, 256)):
         ap.error("--generic takes 128 or 256, with --commit and without --xcd")
-    todo = needed(a.table) if a.table else \
+    todo = needed(a.table, ap.error) if a.table else \
         [(a.H, a.Hkv or a.H, bool(a.causal), a.xcd, a.commit, a.generic)] if a.H else []
     if not todo:
         ap.error("give --H (and --Hkv, --causal, --xcd, --commit, --generic) or --table")

@@ -437,7 +437,7 @@ def generic_row_launch(row: dict, commit: str, block_m: int) -> dict:
     import flydsl_build
     B, H, Hkv, S, Skv, D, causal = _row_shape(row)
     name = generic_co_name(H, causal, block_m, commit, Hkv, D)
-    path = flydsl_build.find(name) or flydsl_build.build_generic(H, Hkv, causal, block_m, commit)
+    path = flydsl_build.build_generic(H, Hkv, causal, block_m, commit)     # the cached build, or built now
     co = path.read_bytes()
     if generic_block_m(co) != block_m:
         raise FlydslLaunchError(f"{name} is a BLOCK_M {generic_block_m(co)} build, not {block_m}")

@@ -68,9 +68,19 @@ class MeasuredTableError(ValueError):
     """A path given as a measured table that is not one: missing, not a CSV, or a CSV of no known kind."""
 
 
-def read_tables(paths) -> list[tuple[str, str, dict]]:
+def read_tables(paths, error=None) -> list[tuple[str, str, dict]]:
     """(table stem, kind, row dict with its index in '_row') of every measured row under paths. A file
-    named directly must be a measured table; a directory's CSVs of no known kind are skipped."""
+    named directly must be a measured table; a directory's CSVs of no known kind are skipped. A path
+    that is not a table raises MeasuredTableError, or is one sentence to `error` (argparse's) when given."""
+    try:
+        return _read_tables(paths)
+    except MeasuredTableError as e:
+        if error is None:
+            raise
+        error(str(e))
+
+
+def _read_tables(paths) -> list[tuple[str, str, dict]]:
     import pandas as pd
     files = []
     for p in map(Path, paths):

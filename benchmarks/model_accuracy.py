@@ -283,10 +283,7 @@ def main(argv=None) -> int:
     if a.no_fit and a.write_params:
         ap.error("--write-params stores a fit; --no-fit makes none")
     idx = MR.co_index(a.co_dir)
-    try:
-        entries = MR.read_tables(a.tables)
-    except MR.MeasuredTableError as e:
-        ap.error(str(e))
+    entries = MR.read_tables(a.tables, ap.error)
     if a.limit:
         seen: dict = {}
         entries = [e for e in entries if seen.setdefault(e[0], []).append(1) or len(seen[e[0]]) <= a.limit]

@@ -78,10 +78,7 @@ def main(argv=None) -> int:
         reads_at_hbm_share()
         print("experiment: every VMEM load queues for the CU's HBM share")
     idx = MR.co_index()
-    try:
-        entries = MR.read_tables(a.tables)
-    except MR.MeasuredTableError as e:
-        ap.error(str(e))
+    entries = MR.read_tables(a.tables, ap.error)
     rows = []
     for table, kind, r in entries:
         if kind != "fmha" or int(r["seqlen_q"]) > a.max_seqlen:

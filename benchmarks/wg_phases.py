@@ -37,6 +37,7 @@ import measured as MR  # noqa: E402
 from flyasm.perf import cu  # noqa: E402
 from flyasm.perf import model as M  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
+from flyasm.perf.trace import loop_head  # noqa: E402
 from model_accuracy import with_setting  # noqa: E402
 from short_rows import breakdown  # noqa: E402
 
@@ -132,13 +133,10 @@ def wave_cycles(stalls: dict, static, phase: dict, n_waves: int) -> dict:
 
 def loop_visits(pc) -> tuple[int, int]:
     """(head, executions of it) of the loop whose head (a backward-branch target) is jumped back to
-    most; (-1, 1) when the stream has no loop. A software-pipelined loop runs one key block a visit."""
-    back = np.flatnonzero(pc[1:] <= pc[:-1]) + 1
-    if not len(back):
-        return -1, 1
-    heads, counts = np.unique(pc[back], return_counts=True)
-    head = int(heads[counts.argmax()])
-    return head, int((pc == head).sum())
+    most (trace.loop_head); (-1, 1) when the stream has no loop. A software-pipelined loop runs one key
+    block a visit."""
+    head, _ = loop_head(pc)
+    return (-1, 1) if head is None else (head, int((pc == head).sum()))
 
 
 def report(workgroups, r, static, prog, top: int = 8) -> list[str]:
@@ -200,10 +198,7 @@ def main(argv=None) -> int:
     for item in a.set:
         p = with_setting(p, item, ap.error)
     idx = MR.co_index()
-    try:
-        entries = MR.read_tables(a.tables)
-    except MR.MeasuredTableError as e:
-        ap.error(str(e))
+    entries = MR.read_tables(a.tables, ap.error)
     from flyasm.perf.capture import capture
     from flyasm.perf.model import sample_plan
     shown = 0

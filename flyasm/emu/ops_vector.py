@@ -248,7 +248,9 @@ def bitop3(table: int):
     return f
 
 
-VALU["v_bitop3_b32"] = ("b32", ("b32",) * 3, bitop3(0))     # the instruction's own table: c_valu
+VALU["v_bitop3_b32"] = ("b32", ("b32",) * 3, bitop3(0))
+# ops whose function is made from a modifier's value (c_valu makes it per instruction): name -> (modifier, maker)
+BY_MODIFIER = {"v_bitop3_b32": ("bitop3", bitop3)}
 
 
 def _h(x):
@@ -387,8 +389,9 @@ def c_valu(inst, ctx):
     dt, sts, fn = VALU[inst.name]
     ops = list(inst.operands)
     mods = inst.modifiers
-    if inst.name == "v_bitop3_b32":
-        fn = bitop3(int(mods.get("bitop3") or 0))
+    if inst.name in BY_MODIFIER:
+        mod, make = BY_MODIFIER[inst.name]
+        fn = make(int(mods.get(mod) or 0))
     dst = ops[0]
     srcs = ops[1:]
     if inst.name in ACCUM:

@@ -352,8 +352,9 @@ def simulate_grid(co, kernel, tr, samples, tg, g, threads, loop_scale, p, locs=N
             fractions = fractions / max(fractions.sum(), 1.0)
         # the device's HBM as one queue: what the workgroups running together load and store at once
         hf = _hbm_fractions(n_wg, names, streams, lv if streams.key.shape[1] else None)
-        hf = _at_most_once(hf, runs, samples, on_grid, d, names, shared, footprint.nbytes)
-        ext, drained = _hbm_queue(runs, samples, on_grid, d, jitter, hf, p, slots)
+        order, near = _nearest_sample(runs, samples, on_grid)
+        hf = _at_most_once(hf, [runs[wg][2][0] for wg in order], near, d, names, shared, footprint.nbytes)
+        ext, drained = _hbm_queue([runs[wg][2] for wg in order], near, d, jitter, hf, p, slots)
         d = d + ext
     start = placement.dispatch(d, p.n_xcd, slots)
     cycles = int(np.ceil((start + d).max()))
@@ -474,42 +475,43 @@ def _hbm_fractions(n_wg: int, names: list, streams, lv) -> np.ndarray:
     return out
 
 
-def _at_most_once(hf: np.ndarray, runs: dict, samples: list, on_grid, d: np.ndarray, names: list,
+def _nearest_sample(runs: dict, samples: list, on_grid) -> tuple[list, np.ndarray]:
+    """(the simulated samples in order, [w]: the index of the sample whose run workgroup w takes)."""
+    order = [wg for wg in samples if wg in runs]
+    near = np.clip(np.rint(on_grid({wg: float(i) for i, wg in enumerate(order)})), 0, len(order) - 1)
+    return order, near.astype(int)
+
+
+def _at_most_once(hf: np.ndarray, profiles: list, near: np.ndarray, d: np.ndarray, names: list,
                   shared: set, sizes: dict | None) -> np.ndarray:
     """hf with each private buffer's HBM fraction scaled so that the workgroups together read at most
     the buffer's size from HBM: data read by one workgroup each is read once. (A buffer the probe
     saw as private while many workgroups read its bytes, e.g. streams it could not match, would
-    otherwise ask HBM for many times its size.)"""
+    otherwise ask HBM for many times its size.) profiles: each sample's x1 traffic (hbm.Profile)."""
     if not sizes:
         return hf
-    order = [wg for wg in samples if wg in runs]
-    near = np.clip(np.rint(on_grid({wg: float(i) for i, wg in enumerate(order)})), 0, len(order) - 1).astype(int)
     out = hf.copy()
     for b, name in enumerate(names):
         if not name or name in shared or name not in sizes:
             continue
-        per = []                     # first-touch bytes each sample's workgroup loads from the buffer
-        for wg in order:
-            pr = runs[wg][2][0]
-            per.append(pr.nbytes[(pr.buf == b) & ~pr.store].sum() / pr.cycles)
+        # first-touch bytes a cycle each sample's workgroup loads from the buffer
+        per = [pr.nbytes[(pr.buf == b) & ~pr.store].sum() / pr.cycles for pr in profiles]
         total = float((np.array(per)[near] * d).sum())
         if total > sizes[name] > 0:
             out[:, b] *= sizes[name] / total
     return out
 
 
-def _hbm_queue(runs: dict, samples: list, on_grid, d: np.ndarray, jitter: np.ndarray, hf: np.ndarray,
+def _hbm_queue(traffic: list, near: np.ndarray, d: np.ndarray, jitter: np.ndarray, hf: np.ndarray,
                p: P.Params, slots: int) -> tuple[np.ndarray, float]:
     """([w]: cycles workgroup w waits on loads queued for HBM behind what the others ask at the same
     time, the cycle the queue has served everything) (perf.hbm), on the timeline the durations and
-    their spread give; the timeline moves with the waits it causes, so three rounds. Each workgroup
-    runs its nearest sample's traffic; a loop scaled from its record extrapolates the waits from the
-    x1 and x2 runs as the duration is (k)."""
-    order = [wg for wg in samples if wg in runs]
-    near = np.clip(np.rint(on_grid({wg: float(i) for i, wg in enumerate(order)})), 0, len(order) - 1).astype(int)
-    x1 = [runs[wg][2][0] for wg in order]
-    x2 = [runs[wg][2][1] or runs[wg][2][0] for wg in order]
-    k = np.array([runs[wg][2][2] for wg in order])[near]
+    their spread give; the timeline moves with the waits it causes, so three rounds. Workgroup w runs
+    sample near[w]'s traffic ((x1 profile, x2 profile or None, k) per sample); a loop scaled from its
+    record extrapolates the waits from the x1 and x2 runs as the duration is (k)."""
+    x1 = [t[0] for t in traffic]
+    x2 = [t[1] or t[0] for t in traffic]
+    k = np.array([t[2] for t in traffic])[near]
     ext = np.zeros(len(d))
     dj = d * jitter
     # the replay is first order: under a demand that stays above HBM's rate it would add a delay per

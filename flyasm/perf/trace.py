@@ -219,6 +219,16 @@ def _vmem_bytes(inst) -> int:
     return 4
 
 
+def loop_head(pc: np.ndarray) -> tuple[int | None, np.ndarray]:
+    """(the hottest loop's head: the instruction index most often entered by a backward jump, or None
+    without one; the stream positions entered by a backward jump)."""
+    back = np.flatnonzero(pc[1:] <= pc[:-1]) + 1
+    if not back.size:
+        return None, back
+    heads, counts = np.unique(pc[back], return_counts=True)
+    return int(heads[counts.argmax()]), back
+
+
 def scale_loops(stream: dict, factor: float, work=None) -> dict:
     """The stream a larger problem of the same kernel would execute: the hottest loop (the most
     frequent backward-branch target) gets more iterations, each a copy of one of its recorded middle
@@ -236,11 +246,9 @@ def scale_loops(stream: dict, factor: float, work=None) -> dict:
     pc = stream["pc"]
     if factor <= 1 or len(pc) < 3:
         return stream
-    back = np.flatnonzero(pc[1:] <= pc[:-1]) + 1            # positions entered by a backward jump
-    if not back.size:
+    head, back = loop_head(pc)
+    if head is None:
         return stream
-    heads, counts = np.unique(pc[back], return_counts=True)
-    head = heads[counts.argmax()]
     starts = back[pc[back] == head]                          # iteration starts (after the first)
     # runs: consecutive iteration starts with no visit outside the loop's pc span in between
     tail = int(pc[starts - 1].max())
