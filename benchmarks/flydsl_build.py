@@ -11,7 +11,8 @@ compiler through ../shared/flydsl/build/build.sh, into a cache beside the timing
 A FlyDSL binary depends on its head counts, causal and the XCD mapping only (../shared/flydsl/README.md),
 so one build serves every batch and seqlen. What a build needs, none of it committed here:
   * FLYDSL_KERNELS_ROOT: a FlyDSL checkout at 11c4174d, its kernels/ package
-    (git clone https://github.com/ROCm/FlyDSL && git -C FlyDSL archive 11c4174d kernels | tar -x -C DIR);
+    (git clone https://github.com/ROCm/FlyDSL && git -C FlyDSL archive 11c4174d kernels | tar -x -C DIR),
+    or FLYDSL_REPO (below), from which that commit's kernels/ is archived into the cache;
   * the flydsl==0.4.2 wheel, which build.sh installs into its own venv (PyPI);
   * for an XCD-mapping build, AMD's device-library bitcode (Debian: apt install rocm-device-libs),
     found at /usr/lib/*/amdgcn or given as AMDGCN_BITCODE.
@@ -83,12 +84,25 @@ def _bitcode() -> str | None:
     return str(hits[0].parent.parent) if hits else None
 
 
+def kernels_root() -> str | None:
+    """A directory holding FlyDSL's kernels/ package at the shipped commit: FLYDSL_KERNELS_ROOT, else
+    that commit archived from FLYDSL_REPO into the cache (as an older kernel state is), else None."""
+    root = os.environ.get("FLYDSL_KERNELS_ROOT")
+    if root and (Path(root) / "kernels" / "attention" / "flash_attn_gfx950.py").is_file():
+        return root
+    if root or not os.environ.get("FLYDSL_REPO"):
+        return None
+    try:
+        return str(_sources(kernel_state(FL.SHIPPED_COMMIT)[0]))
+    except FL.FlydslLaunchError:
+        return None
+
+
 def why_not_buildable(xcd: bool) -> str | None:
     """None when a build can run here, else the one sentence saying what is missing."""
-    root = os.environ.get("FLYDSL_KERNELS_ROOT")
-    if not root or not (Path(root) / "kernels" / "attention" / "flash_attn_gfx950.py").is_file():
-        return ("FLYDSL_KERNELS_ROOT must name a FlyDSL checkout at 11c4174d (its kernels/ package): "
-                "git clone https://github.com/ROCm/FlyDSL && git -C FlyDSL archive 11c4174d kernels | tar -x -C DIR")
+    if kernels_root() is None:
+        return ("FLYDSL_KERNELS_ROOT must name a FlyDSL checkout at 11c4174d (its kernels/ package), or "
+                "FLYDSL_REPO a FlyDSL git repository holding that commit: git clone https://github.com/ROCm/FlyDSL")
     if not BUILD_SH.is_file():
         return f"{BUILD_SH} is absent (../shared is not here)"
     if xcd and _bitcode() is None:
@@ -109,7 +123,7 @@ def build(H: int, Hkv: int, causal: bool, xcd: bool = False, commit: str | None 
     why = why_not_buildable(xcd)
     if why:
         raise FL.FlydslLaunchError(f"FlyDSL build {name} is not here and cannot be built: {why}")
-    env = dict(os.environ)
+    env = dict(os.environ, FLYDSL_KERNELS_ROOT=kernels_root())
     if xcd:
         env["AMDGCN_BITCODE"] = _bitcode()
     CACHE.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ def test_every_shipped_object_is_named_by_some_variant():
 def test_a_build_that_cannot_run_says_why(monkeypatch, tmp_path):
     monkeypatch.setattr(FB, "CACHE", tmp_path)
     monkeypatch.delenv("FLYDSL_KERNELS_ROOT", raising=False)
+    monkeypatch.delenv("FLYDSL_REPO", raising=False)
     with pytest.raises(FL.FlydslLaunchError, match=r"fa_fwd_bf16_d128_causal_h48_hkv6\.co .*FLYDSL_KERNELS_ROOT"):
         FB.build(48, 6, True)
 
@@ -40,9 +41,23 @@ def test_a_build_that_cannot_run_says_why(monkeypatch, tmp_path):
 def test_a_row_without_its_build_is_an_error_naming_the_build(monkeypatch, tmp_path):
     monkeypatch.setattr(FB, "CACHE", tmp_path)
     monkeypatch.delenv("FLYDSL_KERNELS_ROOT", raising=False)
+    monkeypatch.delenv("FLYDSL_REPO", raising=False)
     row = dict(batch=1, nhead_q=48, nhead_k=6, seqlen_q=512, seqlen_k=512, hdim_q=128, hdim_v=128, mask=0)
     with pytest.raises(FL.FlydslLaunchError, match=r"noncausal_h48_hkv6\.co"):
         FL.row_launch(row, {})
+
+
+@pytest.mark.skipif(not os.environ.get("FLYDSL_REPO"), reason="FLYDSL_REPO (a FlyDSL git repository) is not set")
+def test_the_shipped_kernel_state_comes_from_the_repository_too(monkeypatch, tmp_path):
+    """Without FLYDSL_KERNELS_ROOT, the shipped commit's kernels/ is archived from FLYDSL_REPO into the
+    cache (one variable serves every kernel state); a root that is not a checkout is not replaced."""
+    monkeypatch.setattr(FB, "CACHE", tmp_path / "gfx950")
+    monkeypatch.delenv("FLYDSL_KERNELS_ROOT", raising=False)
+    root = Path(FB.kernels_root())
+    assert (root / "kernels" / "attention" / "flash_attn_gfx950.py").is_file() and tmp_path in root.parents
+    assert FB.why_not_buildable(False) is None
+    monkeypatch.setenv("FLYDSL_KERNELS_ROOT", str(tmp_path / "nowhere"))
+    assert FB.kernels_root() is None and "FLYDSL_KERNELS_ROOT" in FB.why_not_buildable(False)
 
 
 @needs_flydsl
