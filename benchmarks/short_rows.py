@@ -13,8 +13,16 @@ perfect balance (what in-order dispatch costs the ratio).
 
 --experiment reads-at-hbm-share: every VMEM load also queues for the CU's share of HBM (as stores
 do, perf.cu), the upper bound of a round whose workgroups all start, and so all read, at once (L2 and
-MALL hits priced as HBM reads too). An experiment, not the model: the numbers of the rejected and
-open hypotheses in model_accuracy.md's short-sequence section.
+MALL hits priced as HBM reads too).
+--experiment coresident-steady: co-resident workgroups out of step, as they are once the first ones
+have ended, instead of in lockstep (perf.model starts them wg_stagger apart): each of a CU run's
+slots runs copies back to back, slot g offset by g/R of a duration, and a sample's duration is that
+of the middle copies (iterated to a fixed point).
+--experiment tail-drain: prints, beside the makespan, the one where a workgroup left alone on its
+CU when no more are queued runs at its alone speed (its co-resident copies dispatched far apart),
+per CU, not per slot.
+Experiments, not the model: the numbers of the rejected and open hypotheses in model_accuracy.md's
+short-sequence sections.
 """
 from __future__ import annotations
 
@@ -30,6 +38,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import measured as MR  # noqa: E402
 from flyasm.perf import cu  # noqa: E402
+from flyasm.perf import model as M  # noqa: E402
+from flyasm.perf import placement  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.perf.model import finish, occupancy_of  # noqa: E402
 from model_accuracy import simulate_launch, with_setting  # noqa: E402
@@ -46,6 +56,62 @@ def reads_at_hbm_share() -> None:
                     for i, (s, k, a) in enumerate(zip(st.store, st.kind, st.atomic))]
         return st
     cu.Static.of = classmethod(patched)
+
+
+def coresident_steady() -> None:
+    """The experiment: perf.model's CU runs of R >= 2 co-resident workgroups take the duration of
+    copies in steady state (slot g runs copies back to back from g D / R; D iterated to 1%)."""
+    real = M.simulate
+
+    def steady(program, static, workgroups, simd_of, p, starts=None):
+        r0 = real(program, static, workgroups, simd_of, p, starts)
+        R = len(workgroups)
+        if R < 2:
+            return r0
+        D = float(np.mean(np.subtract(r0.wg_end, r0.wg_start)))
+        copies = 3                                      # the middle one is in steady state
+        for _ in range(4):
+            st = [int(g * D / R + k * D) for k in range(copies) for g in range(R)]
+            r = real(program, static, workgroups * copies, simd_of * copies, p, st)
+            D, last = float(np.mean(np.subtract(r.wg_end, r.wg_start)[R:-R])), D
+            if abs(D - last) < 0.01 * last:
+                break
+        r0.wg_end = [s + D for s in r0.wg_start]
+        return r0
+    M.simulate = steady
+
+
+def drain_makespan(d: np.ndarray, alone: np.ndarray, n_xcd: int, cus: int, R: int) -> float:
+    """In-order dispatch per XCD (workgroup i to XCD i mod n_xcd, the next one to a CU with a free
+    slot, the CUs filled round-robin first), where a workgroup progresses at rate 1 with R on its CU and
+    d / alone when alone (linear in between): the makespan once the tail's CUs empty."""
+    end = 0.0
+    for x in range(min(n_xcd, len(d))):
+        idx = np.arange(x, len(d), n_xcd)
+        queue = [[float(d[i]), float(alone[i] / d[i])] for i in idx][::-1]   # [work left, alone/shared]
+        on = [[] for _ in range(cus)]
+        for _ in range(R):
+            for c in range(cus):
+                if queue:
+                    on[c].append(queue.pop())
+        t = 0.0
+
+        def rate(c, w):
+            k = len(on[c])
+            return 1.0 if k >= R else 1.0 / (w[1] + (1.0 - w[1]) * (k - 1) / (R - 1))
+        while any(on):
+            dt, c0, w0 = min((w[0] / rate(c, w), c, id(w)) for c in range(cus) for w in on[c])
+            for c in range(cus):
+                rs = [rate(c, w) for w in on[c]]
+                for w, r in zip(on[c], rs):
+                    w[0] -= dt * r
+            t += dt
+            on = [[w for w in ws if w[0] > 1e-9 and id(w) != w0] for ws in on]
+            for c in [c0] + [c for c in range(cus) if c != c0]:       # ties: every freed slot refills
+                while queue and len(on[c]) < R:
+                    on[c].append(queue.pop())
+        end = max(end, t)
+    return end
 
 
 def breakdown(L: dict, p: P.Params) -> dict:
@@ -69,7 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("tables", nargs="+")
     ap.add_argument("--max-seqlen", type=int, default=1024)
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
-    ap.add_argument("--experiment", choices=["reads-at-hbm-share"])
+    ap.add_argument("--experiment", choices=["reads-at-hbm-share", "coresident-steady", "tail-drain"])
     a = ap.parse_args(argv)
     p = P.load()
     for item in a.set:
@@ -77,6 +143,17 @@ def main(argv=None) -> int:
     if a.experiment == "reads-at-hbm-share":
         reads_at_hbm_share()
         print("experiment: every VMEM load queues for the CU's HBM share")
+    if a.experiment == "coresident-steady":
+        coresident_steady()
+        print("experiment: co-resident workgroups in steady state, out of step")
+    durations = []
+    if a.experiment == "tail-drain":              # the durations of each launch's final dispatch
+        dispatch = placement.dispatch
+
+        def recorded(d, n_xcd, slots):
+            durations.append(np.array(d, float))
+            return dispatch(d, n_xcd, slots)
+        placement.dispatch = recorded
     idx = MR.co_index()
     entries = MR.read_tables(a.tables, ap.error)
     rows = []
@@ -102,6 +179,14 @@ def main(argv=None) -> int:
         print(f"    makespan {run.cycles} cycles, perfect balance {b['balanced']:.0f} "
               f"({run.cycles / b['balanced'] - 1:+.1%}); busy {run.active:.3f}, clock {p.clock_mhz(run.active):.0f} MHz; "
               f"balanced: {bal.us:.2f} us ({bal.us / meas - 1:+.1%})")
+        if a.experiment == "tail-drain" and run.resident > 1:
+            shared = durations[-1]
+            breakdown(L, p.with_(wg_stagger=10 ** 8))   # the same launch, its co-resident copies apart
+            drained = drain_makespan(shared, durations[-1], p.n_xcd, p.n_cu // p.n_xcd, run.resident)
+            us = finish(run.__class__(int(np.ceil(drained)), run.grid, run.resident, run.samples, run.simd,
+                                      run.stalls, run.program, run.active), L["dram_bytes"], p).us
+            print(f"    tail drained alone per CU: makespan {drained:.0f} cycles ({drained / run.cycles - 1:+.1%}), "
+                  f"{us:.2f} us ({us / meas - 1:+.1%})")
     by_run: dict = {}
     for x in rows:
         if x["run_id"]:

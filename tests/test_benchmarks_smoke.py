@@ -124,3 +124,22 @@ def test_bad_table_path_is_one_sentence(tmp_path, script, what):
     assert last.startswith(f"{Path(script).name}: error: {path}: ")
     assert {"missing": "no such measured table", "not-csv": "not a CSV table",
             "not-a-table": "not a measured table"}[what] in last
+
+
+def test_drain_makespan_hand_worked():
+    """short_rows.drain_makespan (the tail-drain experiment) on cases worked by hand. One XCD, one CU of
+    two slots, a workgroup twice as fast alone (alone = d / 2):
+    * [10, 20]: both run shared to 10; the second has 10 of shared work left, alone at rate 2: ends 15;
+    * [10, 10, 10]: the first two end at 10 together; the third starts then, alone: ends 15;
+    * [10, 10, 10] with alone = d: no speed-up, in-order slots: 20.
+    Two CUs of one slot each never share: in-order, [10, 30, 10, 10] ends at 30 (CU 0 runs 10, 10, 10)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from short_rows import drain_makespan
+    import numpy as np
+    d = np.array([10.0, 20.0])
+    assert drain_makespan(d, d / 2, 1, 1, 2) == pytest.approx(15.0)
+    d = np.array([10.0, 10.0, 10.0])
+    assert drain_makespan(d, d / 2, 1, 1, 2) == pytest.approx(15.0)
+    assert drain_makespan(d, d, 1, 1, 2) == pytest.approx(20.0)
+    d = np.array([10.0, 30.0, 10.0, 10.0])
+    assert drain_makespan(d, d / 2, 1, 2, 1) == pytest.approx(30.0)
