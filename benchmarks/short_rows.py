@@ -114,6 +114,12 @@ def drain_makespan(d: np.ndarray, alone: np.ndarray, n_xcd: int, cus: int, R: in
     return end
 
 
+def with_makespan(run, cycles: float, active: float):
+    """The GridRun `run` with another makespan and busy fraction (what finish prices)."""
+    return run.__class__(int(np.ceil(cycles)), run.grid, run.resident, run.samples, run.simd, run.stalls,
+                         run.program, active)
+
+
 def breakdown(L: dict, p: P.Params) -> dict:
     """The GridRun of one launch (model_accuracy.simulate_launch, uncached) and what it is made of."""
     run = simulate_launch(L, p)
@@ -165,8 +171,7 @@ def main(argv=None) -> int:
         b = breakdown(L, p)
         run = b["run"]
         pred = finish(run, L["dram_bytes"], p, call["flops"])
-        bal = finish(run.__class__(int(np.ceil(b["balanced"])), run.grid, run.resident, run.samples, run.simd,
-                                   run.stalls, run.program, 1.0), L["dram_bytes"], p)
+        bal = finish(with_makespan(run, b["balanced"], 1.0), L["dram_bytes"], p)
         meas = float(r["us"])
         who = MR.author(r)
         name = str(L.get("build") or r.get("co_name") or r.get("kernelName")).removesuffix(".co")
@@ -183,8 +188,7 @@ def main(argv=None) -> int:
             shared = durations[-1]
             breakdown(L, p.with_(wg_stagger=10 ** 8))   # the same launch, its co-resident copies apart
             drained = drain_makespan(shared, durations[-1], p.n_xcd, p.n_cu // p.n_xcd, run.resident)
-            us = finish(run.__class__(int(np.ceil(drained)), run.grid, run.resident, run.samples, run.simd,
-                                      run.stalls, run.program, run.active), L["dram_bytes"], p).us
+            us = finish(with_makespan(run, drained, run.active), L["dram_bytes"], p).us
             print(f"    tail drained alone per CU: makespan {drained:.0f} cycles ({drained / run.cycles - 1:+.1%}), "
                   f"{us:.2f} us ({us / meas - 1:+.1%})")
     by_run: dict = {}
