@@ -67,6 +67,25 @@ def test_a_value_equal_to_a_mapped_address_stays_a_value(add_n_co):
     assert struct.unpack_from("<QQi", got) == (0x5000_0000, 0x6000_0000 + 4 * shift, 0x3000)
 
 
+def test_a_host_pointer_in_a_slot_the_metadata_calls_values_is_rebased():
+    """Stale metadata (aiter's group-mode backward kernels: 64-bit sequence-start pointers in slots
+    declared as two u32): a buffer no declared pointer reaches is found in another aligned word when
+    that word holds an address above 4 GiB, which no 32-bit field can; every such word is rebased
+    (ptr_qseq and ptr_qseq_padded both point at the starts). A word below 4 GiB stays a value
+    (the test above)."""
+    a, starts = np.zeros(8, np.float32), np.arange(3, dtype=np.int32)
+    host = 0x7F00_0000_4000
+    specs = [ArgSpec("p", 0, 8, "global_buffer")] + [ArgSpec(f"v{i}", 8 + 4 * i, 4, "by_value") for i in range(6)]
+    ka = struct.pack("<QQQQ", 0x9000, host + 4, 0x1234, host)
+    dev = {id(a): 0x10_0000, id(starts): 0x20_0000}
+    got = rebase_pointers(ka, {0x9000: a, host: starts}, specs, lambda val, name: dev[id(val)])
+    assert struct.unpack("<QQQQ", got) == (0x10_0000, 0x20_0004, 0x1234, 0x20_0000)
+    # a reached buffer is not looked for again: a by-value word equal to its address stays a value
+    ka = struct.pack("<QQQQ", 0x7F00_0000_9000, 0x7F00_0000_9000, 0, 0)
+    got = rebase_pointers(ka, {0x7F00_0000_9000: a}, specs, lambda val, name: 0x10_0000)
+    assert struct.unpack("<QQQQ", got) == (0x10_0000, 0x7F00_0000_9000, 0, 0)
+
+
 def test_without_metadata_every_aligned_word_is_a_candidate():
     assert pointer_slots(None, 28) == [0, 8, 16]
     assert pointer_slots([ArgSpec("p", 16, 8, "global_buffer"), ArgSpec("n", 0, 4, "by_value")], 24) == [16]

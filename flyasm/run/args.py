@@ -172,10 +172,24 @@ def rebase_pointers(kernarg: bytes, buffers: dict, specs: list[ArgSpec] | None, 
     out = bytearray(kernarg)
     used = [False] * len(ranges)
     starts = [a for a, _, _ in ranges]
-    for off in pointer_slots(specs, len(out)):
+
+    def target(off):
         val = int.from_bytes(out[off:off + 8], "little")
         k = int(np.searchsorted(starts, val, side="right")) - 1
-        if k >= 0 and val < ranges[k][0] + max(ranges[k][1], 1):
+        return (k, val) if k >= 0 and val < ranges[k][0] + max(ranges[k][1], 1) else (None, val)
+    slots = pointer_slots(specs, len(out))
+    for off in slots:
+        k, val = target(off)
+        if k is not None:
+            out[off:off + 8] = (dev[k] + val - ranges[k][0]).to_bytes(8, "little")
+            used[k] = True
+    # Metadata can be stale: aiter's group-mode backward kernels load 64-bit sequence-start pointers
+    # from slots their metadata calls two 32-bit values. A buffer no declared pointer reaches is looked
+    # for in the other aligned words, taking only a value above 4 GiB, which no 32-bit field holds.
+    unreached = {k for k, u in enumerate(used) if not u}
+    for off in sorted(set(range(0, len(out) - 7, 8)) - set(slots)):
+        k, val = target(off)
+        if k in unreached and val >> 32:
             out[off:off + 8] = (dev[k] + val - ranges[k][0]).to_bytes(8, "little")
             used[k] = True
     unused = [f"0x{a:x}" for (a, _, _), u in zip(ranges, used) if not u]
