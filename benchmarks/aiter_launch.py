@@ -243,8 +243,7 @@ def _fmha_buffers(dtype: str, group: int, sq: int, sk: int, d: int, dv: int) -> 
         for n, val in (("q_descale", 0.75), ("k_descale", 1.25), ("v_descale", 0.5)):
             bufs[n] = np.array([val], np.float32)
     if group:
-        bufs["seqstart_q"] = np.array([0, sq], np.int32)
-        bufs["seqstart_k"] = np.array([0, sk], np.int32)
+        bufs.update(seqstarts(1, sq, sk))
     return bufs
 
 
@@ -259,9 +258,16 @@ def _fmha_probe_buffers(dtype: str, group: int, b: int, hq: int, hk: int, sq: in
         for n in ("q_descale", "k_descale", "v_descale"):
             bufs[n] = np.ones(1, np.float32)
     if group:
-        bufs["seqstart_q"] = np.arange(b + 1, dtype=np.int32) * sq
-        bufs["seqstart_k"] = np.arange(b + 1, dtype=np.int32) * sk
+        bufs.update(seqstarts(b, sq, sk))
     return bufs
+
+
+def seqstarts(b: int, sq: int, sk: int) -> dict:
+    """A group-mode call's cumulative sequence starts (int32, b + 1 each) for b sequences of sq queries
+    and sk keys: what aiter's group-mode kernels read through ptr_qseq / ptr_kseq, named as the host
+    programs' pack keys (drop_in.sh, drop_in_bwd.sh)."""
+    import numpy as np
+    return {"seqstart_q": np.arange(b + 1, dtype=np.int32) * sq, "seqstart_k": np.arange(b + 1, dtype=np.int32) * sk}
 
 
 # ---- attention backward (fmha_v3_bwd): aiter's host code for a set, and running a call --------
