@@ -20,16 +20,22 @@ Group mode (mode 1): B sequences of Sq queries and Sk keys each (what aiter's op
 by a group row; the table cannot say more: varlen lengths have no column). aiter's host gets the
 totals B*Sq, B*Sk and max_seqlen Sq, Sk, picks each stage's `_group` kernel and launches the same
 grids as batch mode (z = B sequences); the group kernels find their sequence through ptr_qseq /
-ptr_kseq, so the recorded call passes its one sequence's starts [0, S0] and each launch carries the
-real call, with its B+1 starts, as its probe (perf.model places the reads by it, as for the
-forward's group rows). ../shared's sample holds only bwd_hd128_dq_shuffle_group.co of aiter's group
-kernels; a group kernel no code object directory holds (--co-dir may add aiter's whole
-hsa/gfx950/fmha_v3_bwd) is priced as aiter's batch-mode launch of that stage, and the call says so:
+ptr_kseq, so the recorded call passes its one sequence's starts [0, S0], and the real call its B+1.
+../shared's sample holds only bwd_hd128_dq_shuffle_group.co of aiter's group kernels; a group kernel
+no code object directory holds (--co-dir may add aiter's whole hsa/gfx950/fmha_v3_bwd) is priced as
+aiter's batch-mode launch of that stage, and the call says so ("priced", which model_accuracy prints):
 in aiter e4048607a535 each hd128 bf16 group kernel is its batch kernel with instructions changed only
 in its prologue (llvm-objdump, labels normalised: dq/dk/dv 33-35 removed and 44-47 added, all within
 the first 310 of 5000-6000 lines; odo, dq_convert, dq_shuffle 4-10 removed and 17-21 added within
 their first 80): load the sequence's start and length, offset by the start instead of the batch
 stride, exit when the workgroup's tile lies past the sequence's end. The loops are the same code.
+
+Placement: with placement=True every launch, batch or group, carries the real call (its buffers, the
+group starts among them) as its probe, and perf.model places its reads in L2/MALL/HBM, as it does
+for the forward's rows. Off by default: the backward's shipped calibration has none (model_accuracy.md,
+"what the model still ignores"), and it moves the short memory-bound launches far (b4 h32/8 s1024:
+odo 11903 -> 34879 cycles, dq_convert 19628 -> 51824), so a group row probed beside an unprobed
+batch row of the same work would differ by the placement, not by its mode.
 """
 from __future__ import annotations
 
@@ -77,12 +83,12 @@ def _code_object(ln, idx: dict | None):
     return hit[0] if hit is not None else None
 
 
-def _launches(row: dict, group: int, idx: dict | None, set_dir) -> list[dict]:
+def _launches(row: dict, group: int, idx: dict | None, set_dir, placement: bool) -> list[dict]:
     """perf.predict's inputs for each launch of the row's call in batch (group 0) or group mode (1),
     recorded at batch 1, one head, seqlen min(S, TRACE_SEQLEN); "co" is None where no code object
     holds the kernel aiter launches. Group mode: the recorded call's buffers hold its one sequence's
-    starts, and the launch carries the real call with its B sequences' starts as its probe (what the
-    group kernels address by)."""
+    starts. placement: each launch carries the real call as its probe (group mode: its B+1 starts,
+    which the group kernels address by)."""
     B, Hq, Hk = int(row["batch"]), int(row["nhead_q"]), int(row["nhead_k"])
     Sq, Sk, dq, dv = int(row["seqlen_q"]), int(row["seqlen_k"]), int(row["hdim_q"]), int(row["hdim_v"])
     esz = 2
@@ -121,26 +127,27 @@ def _launches(row: dict, group: int, idx: dict | None, set_dir) -> list[dict]:
         L = dict(co=co, co_name=ln.co.name, kernel=ln.knl_name, grid=ln.grid, block=ln.block[0], trace_grid=ls.grid,
                  kernarg=kernarg(i, 1, 1, 1, S0q, S0k), buffers={n: bufs[n] for n in bufs if n in uses[i]},
                  loop_scale=loop if ln.stage == "dqdkdv" else 1.0, dram_bytes=dram[ln.stage], stage=ln.stage)
-        if group:
+        if placement:
             L["probe"] = {"kernarg": kernarg(i, B, Hq, Hk, Sq, Sk),
                           "buffers": {n: probe_bufs[n] for n in probe_bufs if n in uses[i]}}
         out.append(L)
     return out
 
 
-def row_call(row: dict, idx: dict | None = None, set_dir=None) -> dict:
+def row_call(row: dict, idx: dict | None = None, set_dir=None, placement: bool = False) -> dict:
     """{"launches": [perf.predict inputs per launch, in order], "flops", "group", "shape" (the row's
     problem without its accumulation mode: a16 and a32 of one shape share it)} for one measured
     backward row, batch or group mode, launched from aiter's set (../shared) or set_dir (ours: the same
     host code, packing and grids over that set's manifests); a kernel not in the set is looked up in idx
     (measured.co_index: --co-dir). A group-mode kernel found nowhere is priced as the batch-mode call's
     launch of the same stage (module docstring: why that stands in), and the call says so ("priced").
-    Raises LookupError when aiter would launch nothing for the row, or a kernel it launches is nowhere."""
+    placement: each launch carries its real launch as its probe (module docstring). Raises LookupError
+    when aiter would launch nothing for the row, or a kernel it launches is nowhere."""
     group = int(row.get("mode") or 0)
-    launches = _launches(row, group, idx, set_dir)
+    launches = _launches(row, group, idx, set_dir, placement)
     notes = []
     if group and any(L["co"] is None for L in launches):
-        batch = _launches(row, 0, idx, set_dir)
+        batch = _launches(row, 0, idx, set_dir, placement)
         for i, L in enumerate(launches):
             if L["co"] is None and batch[i]["co"] is not None and batch[i]["stage"] == L["stage"]:
                 notes.append(f"{batch[i]['co_name']} for {L['co_name']}")

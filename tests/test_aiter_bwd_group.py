@@ -16,6 +16,10 @@ pytestmark = pytest.mark.skipif(not AITER.exists(),
 sys.path[:0] = [str(ROOT / "benchmarks")]
 
 
+def _sizes(bufs: dict) -> dict:
+    return {n: v if isinstance(v, int) else np.asarray(v).nbytes for n, v in bufs.items()}
+
+
 def _row(mode: int, a32: int, mask: int, b: int = 2, hq: int = 8, hk: int = 2, s: int = 1024) -> dict:
     return dict(dtype="bf16", hdim_q=128, hdim_v=128, mask=mask, atomic32=a32, bf16_cvt=1, mode=mode, batch=b,
                 nhead_q=hq, nhead_k=hk, seqlen_q=s, seqlen_k=s)
@@ -27,14 +31,14 @@ def test_a_group_row_is_the_call_aiter_packs_for_group_mode(a32, mask):
     and its launches' grids are the batch row's. Each launch runs aiter's group kernel where a code
     object holds it (in ../shared: the a16 dq_shuffle_group), else the batch row's launch of that
     stage, named in the call's `priced`; the dq/dk/dv launch is the batch row's kernel at the batch
-    row's grid and loop scale. Group launches are recorded with their one sequence's starts and
-    probed with the real call's two."""
+    row's grid and loop scale. Group launches are recorded with their one sequence's starts, and
+    (placement) probed with the real call's three."""
     import aiter_bwd_launch as BL
     import aiter_launch as AL
     import measured as MR
     from flyasm.aiter_bwd import decode
     idx = MR.co_index()
-    group, batch = BL.row_call(_row(1, a32, mask), idx), BL.row_call(_row(0, a32, mask), idx)
+    group, batch = (BL.row_call(_row(m, a32, mask), idx, placement=True) for m in (1, 0))
     aiter = AL.fmha_bwd_pack(dtype="bf16", hdim_q=128, hdim_v=128, batch=2, nhead_q=8, nhead_k=2, seqlen_q=2048,
                              seqlen_k=2048, max_seqlen_q=1024, max_seqlen_k=1024, mask_type=mask, atomic32=a32,
                              bf16_cvt=1, group=1)["launches"]
@@ -54,11 +58,11 @@ def test_a_group_row_is_the_call_aiter_packs_for_group_mode(a32, mask):
                                                                          + 1) << 40
         else:                                                # the batch row's launch stands in, said so
             same = ("co", "kernel", "block", "stage")
-            assert [G[k] for k in same] == [Bt[k] for k in same] and "probe" not in G
-            assert {n: np.asarray(v).nbytes if not isinstance(v, int) else v for n, v in G["buffers"].items()} == \
-                {n: np.asarray(v).nbytes if not isinstance(v, int) else v for n, v in Bt["buffers"].items()}
-            addrs = {n: (i + 1) << 40 for i, n in enumerate(Bt["buffers"])}
-            assert G["kernarg"](addrs) == Bt["kernarg"](addrs)
+            assert [G[k] for k in same] == [Bt[k] for k in same]
+            for g, b in ((G, Bt), (G["probe"], Bt["probe"])):
+                assert _sizes(g["buffers"]) == _sizes(b["buffers"]) and "seqstart_q" not in g["buffers"]
+                addrs = {n: (i + 1) << 40 for i, n in enumerate(b["buffers"])}
+                assert g["kernarg"](addrs) == b["kernarg"](addrs)
             stand_ins.append(ln.co.name)
     dq_post = {0: "_ZN5aiter31fmha_bwd_hd128_dq_shuffle_groupE", 1: "_ZN5aiter36fmha_bwd_hd128_dq_convert_bf16_groupE"}
     assert aiter[2].knl_name == dq_post[a32]
@@ -131,3 +135,22 @@ def test_a_group_row_is_predicted_as_the_same_work_as_its_batch_row(tmp_path):
     t_batch, t_group = C.predict_us(rows, base)
     print(f"\nbatch {t_batch:.2f} us, group {t_group:.2f} us, pre + post {pre_post:.2f} us")
     assert abs(t_group - t_batch) <= 0.5 * pre_post
+
+
+def test_the_real_group_call_is_probed_with_its_sequence_starts():
+    """placement: the group post's probe is the real launch (b2 h8/2 s512: grid (8, 8, 2)) with its
+    starts [0, 512, 1024]; run by perf's footprint probe, every workgroup reads its workspace rows. The
+    same launch given starts that make every sequence empty reads nothing: the probe runs the group
+    kernel on the starts it is given, not on batch addressing."""
+    import aiter_bwd_launch as BL
+    import measured as MR
+    from flyasm.perf.footprint import probe
+    L = BL.row_call(_row(1, 0, 0, s=512), MR.co_index(), placement=True)["launches"][2]
+    assert L["kernel"] == "_ZN5aiter31fmha_bwd_hd128_dq_shuffle_groupE" and L["grid"] == (8, 8, 2)
+    bufs = L["probe"]["buffers"]
+    assert list(bufs["seqstart_q"]) == [0, 512, 1024]
+    fp = probe(L["co"], L["kernel"], L["grid"], L["block"], L["probe"]["kernarg"], bufs, quota=4, cache=False)
+    assert (fp.key["workspace"] != -1).all()
+    empty = dict(bufs, seqstart_q=np.zeros(3, np.int32))
+    fp = probe(L["co"], L["kernel"], L["grid"], L["block"], L["probe"]["kernarg"], empty, quota=4, cache=False)
+    assert (fp.key["workspace"] == -1).all()
