@@ -154,3 +154,14 @@ def test_the_real_group_call_is_probed_with_its_sequence_starts():
     empty = dict(bufs, seqstart_q=np.zeros(3, np.int32))
     fp = probe(L["co"], L["kernel"], L["grid"], L["block"], L["probe"]["kernarg"], empty, quota=4, cache=False)
     assert (fp.key["workspace"] == -1).all()
+
+
+@pytest.mark.parametrize("change,why", [
+    (dict(hdim_q=64, hdim_v=64), "launches nothing"),             # aiter has no hd64 a16 group kernel: CK
+    (dict(dtype="fp16"), "bwd_hd128_odo_fp16_group.co, which no code object directory holds"),
+])
+def test_a_group_row_aiter_would_not_launch_here_is_an_error_naming_why(change, why):
+    import aiter_bwd_launch as BL
+    import measured as MR
+    with pytest.raises(LookupError, match=why):
+        BL.row_call({**_row(1, 0, 0), **change}, MR.co_index())
