@@ -1,7 +1,7 @@
 """Sweep grid of the flagship attention forward (kernels/fa_fwd.py), and the script that writes its table.
 
     flyasm sweep benchmarks/sweep_fa_fwd.py:LEVERS -o out/sweep --top 3     # any grid below
-    python benchmarks/sweep_fa_fwd.py [--top 10] [--jobs 2] [--model static] # regenerates sweep_fa_fwd.md
+    python benchmarks/sweep_fa_fwd.py [--top 10] [--jobs 2] [--model static|perf [--placed]]  # regenerates sweep_fa_fwd.md
 
 Grids (keyword parameters of fa_fwd.build(); aiter's calling convention, bf16, 64 query/kv heads):
   LEVERS         lazy_rescale x setprio x q_prescale x stagger of the old loop (split=False), causal
@@ -71,10 +71,11 @@ def perf_launch(kern, causal, batch, heads, seqlen, heads_k=None, probe=False):
     seqlen (causal: aiter's paired grid, workgroup w runs Q tiles w and n-1-w, n+1 key tiles per
     pair); compulsory DRAM traffic = Q, K, V, O once and the LSE; a build(xcd_map=True) kernel's
     wg_map (fa_grid.xcd_item). benchmarks/vs_aiter_model.py prices ours with it too, with probe=True:
-    the real launch for perf.footprint, so the placement model places our shared reads. The sweep's
-    perf ranker (flyasm/perf/sweep.py) takes no probe yet, so the sweep prices every read at
-    vmem_latency: what the placement model charges ours at the benchmark shapes too, where HBM serves
-    none of our shared reads again (benchmarks/model_accuracy.md), but the XCD map's L2 hits go unseen."""
+    the real launch for perf.footprint, so the placement model places our shared reads and the HBM
+    queue takes what HBM serves; so does placed_prediction (--placed). The sweep's perf ranker
+    (flyasm/perf/sweep.py) takes no probe yet: it prices every read at vmem_latency (what placement
+    charges ours at the benchmark shapes too, where HBM serves none of our shared reads again) and
+    stores at their CU's share of HBM, without the queue (benchmarks/sweep_fa_fwd.md has both prices)."""
     from flyasm.dispatch import aiter_grid
     from flyasm.run.args import pack_args, specs_from_kernel
     s0 = min(seqlen, TRACE_SEQLEN)
@@ -159,6 +160,38 @@ def _lever_gains(rows) -> list[str]:
     return out
 
 
+def placed_prediction(params: dict):
+    """perf.predict of a variant as benchmarks/vs_aiter_model.py prices ours: with the probe of the real
+    launch, so the placement model places its shared reads and the HBM queue (perf.hbm) takes what HBM
+    serves. The sweep's ranker (flyasm/perf/sweep.py) takes no probe: there every read waits
+    vmem_latency and stores wait for their CU's share of HBM instead."""
+    from flyasm.perf.model import predict
+    k = build(**params)
+    return predict(k.build(check=False).co, kernel=k.name, flops=workload(**params)["flops"],
+                   locs=[i.loc for i in k.stream], **perf_launch(k, params.get("causal", False), SHAPE["batch"],
+                                                                 SHAPE["heads"], SHAPE["seqlen"], probe=True))
+
+
+def _placed_table(rows) -> list[str]:
+    """The clean rows again, priced with the probe (placed_prediction), and the default's gain over each."""
+    def lever(r):
+        return ", ".join(f"{k}={v}" for k, v in r.params.items() if r.params.get(k) != base.params.get(k)) or "*"
+    base = next(r for r in rows if r.default)
+    pred = {r.index: placed_prediction(r.params) for r in rows if r.check_ok}
+    t0 = pred[base.index].tflops
+    out = ["", "With the probe (placed_prediction: placement and the HBM queue, as vs_aiter_model.py prices ours):",
+           "", "| lever changed | pred_us | pred_tflops | shared bytes from L2 / MALL / HBM again / HBM first "
+           "| the default is faster by |", "|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: -pred[r.index].tflops if r.index in pred else 0.0):
+        p = pred.get(r.index)
+        if p is None:
+            out.append(f"| {lever(r)} | - | - | - | (check failed: not priced) |")
+            continue
+        lv = " / ".join(f"{x:.0%}" for x in p.levels) if p.levels is not None else "(not placed)"
+        out.append(f"| {lever(r)} | {p.us:.1f} | {p.tflops:.1f} | {lv} | {t0 / p.tflops - 1:+.1%} |")
+    return out
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -169,6 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="static")
     ap.add_argument("--out", default=str(Path(__file__).with_suffix(".md")))
     ap.add_argument("--grid", action="append", help="these grids only (default: the model's two)")
+    ap.add_argument("--placed", action="store_true", help="ONE_OFF grids, perf model: price the rows again with "
+                    "the probe (placement and HBM queue; about a minute a row)")
     args = ap.parse_args(argv)
     import subprocess
     rev = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
@@ -178,7 +213,8 @@ def main(argv=None) -> int:
              f"(fresh random inputs, fa_fwd.reference, tolerances of tests/test_fa_fwd.py) at "
              f"Sq={VERIFY_SQ}, Sk={VERIFY_SK}.", "",
              f"Regenerate: `python benchmarks/sweep_fa_fwd.py --top {args.top} --jobs {args.jobs} "
-             f"--model {args.model}` (cached by content: a rerun only builds what changed).", ""]
+             f"--model {args.model}{' --placed' if args.placed else ''}` (cached by content: a rerun only "
+             f"builds what changed).", ""]
     ap_grids = ("ONE_OFF_NOMASK", "ONE_OFF_CAUSAL") if args.model == "perf" else ("LEVERS_NOMASK", "LEVERS_CAUSAL")
     for grid in args.grid or ap_grids:
         res = run_sweep(f"{__file__}:{grid}", None, top=args.top, jobs=args.jobs, model=args.model)
@@ -192,9 +228,11 @@ def main(argv=None) -> int:
         parts += [f"## {grid}: {res.rows[0].workload or grid} ({len(res.rows)} variants; * = build() defaults)", "",
                   "| " + " | ".join(head[i] for i in keep) + " |", "|" + "---|" * len(keep)]
         parts += ["| " + " | ".join(b[i] for i in keep) + " |" for b in body]
+        n0 = len(parts)
         parts += _lever_gains(res.rows) if grid.startswith("ONE_OFF") else []
+        parts += _placed_table(res.rows) if args.placed and grid.startswith("ONE_OFF") and args.model == "perf" else []
         parts += ["", "Model assumptions:"] + [f"- {a}" for a in res.assumptions] + [""]
-        print("\n".join(parts[-(len(body) + 6 + len(res.assumptions)):]))
+        print("\n".join(parts[n0 - len(body) - 4:]))
     Path(args.out).write_text("\n".join(parts))
     print(f"wrote {args.out}")
     return 0
