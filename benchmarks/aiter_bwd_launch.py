@@ -139,7 +139,8 @@ def _launches(row: dict, group: int, idx: dict | None, set_dir, placement: bool)
 
 def row_call(row: dict, idx: dict | None = None, set_dir=None, placement: bool = False) -> dict:
     """{"launches": [perf.predict inputs per launch, in order], "flops", "group", "shape" (the row's
-    problem without its accumulation mode: a16 and a32 of one shape share it)} for one measured
+    problem without its accumulation or batch/group mode: a16 and a32, batch and group rows of one
+    shape share it, so a held-out half never holds a row whose twin trained the other)} for one measured
     backward row, batch or group mode, launched from aiter's set (../shared) or set_dir (ours: the same
     host code, packing and grids over that set's manifests); a kernel not in the set is looked up in idx
     (measured.co_index: --co-dir). A group-mode kernel found nowhere is priced as the batch-mode call's
@@ -152,7 +153,7 @@ def row_call(row: dict, idx: dict | None = None, set_dir=None, placement: bool =
     if group and any(L["co"] is None for L in launches):
         batch = _launches(row, 0, idx, set_dir, placement)
         for i, L in enumerate(launches):
-            if L["co"] is None and batch[i]["co"] is not None and batch[i]["stage"] == L["stage"]:
+            if L["co"] is None and i < len(batch) and batch[i]["co"] is not None and batch[i]["stage"] == L["stage"]:
                 notes.append(f"{batch[i]['co_name']} for {L['co_name']}")
                 launches[i] = batch[i]
     for L in launches:
@@ -167,6 +168,5 @@ def row_call(row: dict, idx: dict | None = None, set_dir=None, placement: bool =
     Sq, Sk, dq, dv = int(row["seqlen_q"]), int(row["seqlen_k"]), int(row["hdim_q"]), int(row["hdim_v"])
     causal = int(row["mask"]) != 0
     flops = 2.0 * B * Hq * Sq * Sk * (3 * dq + 2 * dv) * (0.5 if causal else 1.0)
-    shape = (f"bwd {'group ' if group else ''}b{B} h{Hq}/{Hk} s{Sq}/{Sk} d{dq}/{dv} mask{int(row['mask'])} "
-             f"{row.get('dtype') or 'bf16'}")
+    shape = f"bwd b{B} h{Hq}/{Hk} s{Sq}/{Sk} d{dq}/{dv} mask{int(row['mask'])} {row.get('dtype') or 'bf16'}"
     return dict(launches=launches, flops=flops, group=f"s{Sq}", shape=shape)

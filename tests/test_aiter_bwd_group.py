@@ -69,7 +69,7 @@ def test_a_group_row_is_the_call_aiter_packs_for_group_mode(a32, mask):
     assert aiter[1].knl_name.endswith("_groupE") and aiter[0].knl_name.endswith("odo_bf16_groupE")
     priced = group["launches"][0].get("priced", "")
     assert all(n in priced for n in stand_ins) and bool(stand_ins) == bool(priced)
-    assert "group" in group["shape"] and group["flops"] == batch["flops"]
+    assert group["shape"] == batch["shape"] and group["flops"] == batch["flops"]   # one problem, one half
 
 
 def test_the_recorded_group_post_reads_the_sequence_starts_it_is_given():
