@@ -165,11 +165,18 @@ def placed_prediction(params: dict):
     launch, so the placement model places its shared reads and the HBM queue (perf.hbm) takes what HBM
     serves. The sweep's ranker (flyasm/perf/sweep.py) takes no probe: there every read waits
     vmem_latency and stores wait for their CU's share of HBM instead."""
-    from flyasm.perf.model import predict
     k = build(**params)
-    return predict(k.build(check=False).co, kernel=k.name, flops=workload(**params)["flops"],
-                   locs=[i.loc for i in k.stream], **perf_launch(k, params.get("causal", False), SHAPE["batch"],
-                                                                 SHAPE["heads"], SHAPE["seqlen"], probe=True))
+    return predict_placed(k, k.build(check=False).co, params.get("causal", False), SHAPE["batch"], SHAPE["heads"],
+                          SHAPE["seqlen"], workload(**params)["flops"])
+
+
+def predict_placed(k, co: bytes, causal: bool, batch: int, heads: int, seqlen: int, flops: float,
+                   heads_k=None, params=None):
+    """perf.predict of fa_fwd kernel k (built as co) at [batch, heads, seqlen, 128] with the probe of the
+    real launch (perf_launch(probe=True)); params: the model's constants (default params.json)."""
+    from flyasm.perf.model import predict
+    return predict(co, kernel=k.name, flops=flops, params=params, locs=[i.loc for i in k.stream],
+                   **perf_launch(k, causal, batch, heads, seqlen, heads_k=heads_k, probe=True))
 
 
 def _placed_table(rows) -> list[str]:

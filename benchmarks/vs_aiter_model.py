@@ -75,8 +75,7 @@ def predict_flydsl(idx, mask, b, hq, hk, s, p):
 def predict_ours(causal, b, hq, hk, s, p):
     k, co = ours_kernel(causal)
     flops = 2.0 * b * hq * s * s * 256 * (0.5 if causal else 1.0)
-    return predict(co, kernel=k.name, flops=flops, params=p, locs=[i.loc for i in k.stream],
-                   **sweep_fa_fwd.perf_launch(k, causal, b, hq, s, heads_k=hk, probe=True))
+    return sweep_fa_fwd.predict_placed(k, co, causal, b, hq, s, flops, heads_k=hk, params=p)
 
 
 _MISSING: dict = {}
