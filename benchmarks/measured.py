@@ -110,10 +110,12 @@ def _read_tables(paths) -> list[tuple[str, str, dict]]:
 
 
 def row_name(table: str, kind: str, r: dict) -> str:
-    if kind == "fmha_bwd":
-        return (f"{table}:{r['_row']} bwd hd{r['hdim_q']} a{32 if int(r['atomic32']) else 16}"
-                f"{' causal' if int(r['mask']) else ''} b{r['batch']} h{r['nhead_q']}/{r['nhead_k']} s{r['seqlen_q']}")
-    if kind == "fmha":
-        return (f"{table}:{r['_row']} {r['co_name']} b{r['batch']} h{r['nhead_q']}/{r['nhead_k']} "
-                f"s{r['seqlen_q']}")
+    if kind in ("fmha", "fmha_bwd"):
+        # a group-mode row and its batch twin, or seqlen_k != seqlen_q, must not print alike
+        seq = f"s{r['seqlen_q']}" + (f"/{r['seqlen_k']}" if str(r.get("seqlen_k") or r["seqlen_q"]) != str(r["seqlen_q"]) else "")
+        shape = f"{' group' if int(r.get('mode') or 0) else ''} b{r['batch']} h{r['nhead_q']}/{r['nhead_k']} {seq}"
+        if kind == "fmha_bwd":
+            return (f"{table}:{r['_row']} bwd hd{r['hdim_q']} a{32 if int(r['atomic32']) else 16}"
+                    f"{' causal' if int(r['mask']) else ''}{shape}")
+        return f"{table}:{r['_row']} {r['co_name']}{shape}"
     return f"{table}:{r['_row']} {r['kernelName'].replace('_ZN5aiter', '')[:48]} M{r['M']} N{r['N']} K{r['K']} sk{r['splitK']}"

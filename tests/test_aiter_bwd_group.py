@@ -165,3 +165,17 @@ def test_a_group_row_aiter_would_not_launch_here_is_an_error_naming_why(change, 
     import measured as MR
     with pytest.raises(LookupError, match=why):
         BL.row_call({**_row(1, 0, 0), **change}, MR.co_index())
+
+
+def test_a_group_row_and_its_batch_twin_print_apart():
+    """measured.row_name says group mode and a seqlen_k that differs from seqlen_q, so the error lines
+    and worst-row lists of model_accuracy tell the rows apart; a batch row with equal seqlens prints as
+    it always did."""
+    import measured as MR
+    r = _row(1, 1, 2, s=512)
+    r["_row"] = 7
+    assert MR.row_name("t", "fmha_bwd", r) == "t:7 bwd hd128 a32 causal group b2 h8/2 s512"
+    r.update(mode=0, seqlen_k=1024)
+    assert MR.row_name("t", "fmha_bwd", r) == "t:7 bwd hd128 a32 causal b2 h8/2 s512/1024"
+    r.update(seqlen_k=512, co_name="fwd_hd128_bf16.co")
+    assert MR.row_name("t", "fmha", r) == "t:7 fwd_hd128_bf16.co b2 h8/2 s512"
