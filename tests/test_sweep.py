@@ -186,6 +186,21 @@ def test_perf_ranker(tmp_path):
     p = predict(k.build(check=False).co, 1, 64, lambda a: struct.pack("<Q8xQ", a["out"], a["x"]),
                 {"out": 256, "x": 256}, kernel=k.name, flops=1e12)
     assert fast["pred_us"] == pytest.approx(p.us) and fast["pred_tflops"] == pytest.approx(1e12 / p.us / 1e6)
+    # a launch with the probe of its real launch is priced as perf.predict prices a probed one
+    (tmp_path / "probed.py").write_text(GRID_FILE + PERF_WORKLOAD.replace(
+        '"launch": launch}', '"launch": dict(launch, probe={"kernarg": launch["kernarg"], "buffers": launch["buffers"]})}'))
+    res = run_sweep(f"{tmp_path / 'probed.py'}:GRID", None, top=0, jobs=1, model="perf", cache=tmp_path / "c3",
+                    progress=False)
+    kern = lambda a: struct.pack("<Q8xQ", a["out"], a["x"])  # noqa: E731
+    p2 = predict(k.build(check=False).co, 1, 64, kern, {"out": 256, "x": 256}, kernel=k.name, flops=1e12,
+                 probe={"kernarg": kern, "buffers": {"out": 256, "x": 256}})
+    assert res.rows[0].name == "sw_2_4_0" and res.rows[0].prediction["pred_us"] == pytest.approx(p2.us)
+    # ... and it reaches perf.predict: a probe without the x buffer its kernarg needs fails every row
+    (tmp_path / "badprobe.py").write_text(GRID_FILE + PERF_WORKLOAD.replace(
+        '"launch": launch}', '"launch": dict(launch, probe={"kernarg": launch["kernarg"], "buffers": {"out": 256}})}'))
+    res = run_sweep(f"{tmp_path / 'badprobe.py'}:GRID", None, top=0, jobs=1, model="perf", cache=tmp_path / "c4",
+                    progress=False)
+    assert all("KeyError" in (r.error or "") and not r.prediction for r in res.rows)
     (tmp_path / "nolaunch.py").write_text(GRID_FILE)             # workload() without a launch
     res = run_sweep(f"{tmp_path / 'nolaunch.py'}:GRID", None, top=0, jobs=1, model="perf", cache=tmp_path / "c2",
                     progress=False)

@@ -2,13 +2,16 @@
 
 A grid file's workload(**params) gives the launch the variant is priced on under the key "launch":
 a dict of perf.predict() arguments (grid, block, kernarg, buffers and optionally trace_grid,
-loop_scale, dram_bytes, lds, tile_axis, wg_map), or a callable taking the built Kernel and returning that dict (for
-kernarg bytes that depend on the kernel's argument offsets)."""
+loop_scale, dram_bytes, lds, tile_axis, wg_map, probe), or a callable taking the built Kernel and returning that
+dict (for kernarg bytes that depend on the kernel's argument offsets). With `probe` (the real launch's kernarg and
+buffers) the variant is priced as perf.predict prices a probed launch: its reads placed in the L2/MALL/HBM and
+the device's HBM queue; without it every read waits vmem_latency and stores their CU's share of HBM."""
 from __future__ import annotations
 
 from .model import PerfError, predict
 
-_KEYS = {"grid", "block", "kernarg", "buffers", "trace_grid", "loop_scale", "dram_bytes", "lds", "tile_axis", "wg_map"}
+_KEYS = {"grid", "block", "kernarg", "buffers", "trace_grid", "loop_scale", "dram_bytes", "lds", "tile_axis", "wg_map",
+         "probe"}
 
 
 def sweep_predict(kernel, workload: dict | None, co: bytes | None = None) -> dict:
