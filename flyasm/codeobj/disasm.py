@@ -46,8 +46,9 @@ def _objdump_text(raw: bytes, mach: str) -> str:
     with tempfile.TemporaryDirectory(prefix="flyasm-dis-") as td:
         p = Path(td) / "x.co"
         p.write_bytes(raw)
+        # a foreign object's symbol names need not be UTF-8: objdump prints their bytes as they are
         r = subprocess.run([str(tc.objdump), "-d", f"--mcpu={mach}", "--section=.text", str(p)],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, errors="replace")
     if r.returncode != 0:
         raise CodeObjectError((r.stderr.strip().splitlines() or ["?"])[0], find_loc=False)
     return r.stdout
