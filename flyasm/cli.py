@@ -135,7 +135,8 @@ def build(kernel, params, out_dir):
 def asm(src, out, code_object):
     """Assemble and link a .s file into a code object with llvm-mc and ld.lld."""
     from .asm.driver import assemble, atomic_write
-    text = Path(src).read_text()
+    from .asm.parser import read_asm
+    text = read_asm(src)
     data = assemble(text, int(code_object), name=Path(src).name)
     out = out or str(Path(src).with_suffix(".co"))
     atomic_write(Path(out), data)
@@ -241,7 +242,8 @@ def _s_text(src: str, kernel: str | None) -> str:
     """The assembly text the fixes go into: the .s itself, our rendering of a .py, a .co's disassembly."""
     suf = Path(src).suffix.lower()
     if suf == ".s":
-        return Path(src).read_text()
+        from .asm.parser import read_asm
+        return read_asm(src)
     if suf == ".py":
         from .asm.writer import render
         from .report.program import from_python

@@ -93,3 +93,10 @@ def test_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.s"
     bad.write_text("k:\n\tv_frobnicate v1\n")
     assert "llvm-mc" in _err("asm", str(bad))
+    # a .s that is not UTF-8 (a Latin-1 comment): the file, its line and the first bad byte, for every
+    # command that reads .s text
+    latin = tmp_path / "latin.s"
+    latin.write_bytes(b"\t.text\n\ts_nop 0 ; caf\xe9\n\ts_endpgm\n")
+    for cmd in (["asm"], ["check"], ["stats"], ["plan"], ["lift"], ["diff", str(latin)]):
+        line = _err(*cmd, str(latin))
+        assert line.endswith("latin.s:2: not UTF-8 text (byte 0xe9 at offset 21)"), (cmd, line)

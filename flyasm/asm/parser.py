@@ -91,6 +91,19 @@ def _is_branch(inst: Instruction) -> bool:
     return any("label" in o.get("kinds", ()) for o in ops)
 
 
+def read_asm(path) -> str:
+    """The text of a `.s` file; a file that is not UTF-8 is a ParseError naming it and the first bad
+    byte (llvm-mc reads bytes, we parse text: one sentence, not a traceback)."""
+    from pathlib import Path
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ParseError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})",
+                         find_loc=False) from None
+
+
 def parse_asm(text: str, filename: str | None = None, *, text_base: int = 0,
               functions: set[str] | None = None, symbols: dict[str, int] | None = None) -> AsmModule:
     """Parse a whole .s file (see module doc). `text_base` is subtracted from objdump addresses so

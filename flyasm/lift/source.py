@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..asm.parser import parse_asm
+from ..asm.parser import parse_asm, read_asm
 from ..codeobj.descriptor import KernelDescriptor
 from ..codeobj.disasm import disassemble, verify_encodings
 from ..codeobj.reader import CodeObject, read_code_object
@@ -157,7 +157,7 @@ def from_asm_file(path, kernel: str | None = None) -> LiftSource:
     """A `.s` file: assembled with llvm-mc/ld.lld, then lifted from the code object, keeping the
     `.s` label names and region comments."""
     from ..asm.driver import assemble
-    text = Path(path).read_text()
+    text = read_asm(path)
     mod = parse_asm(text, str(path))
     cov = 5
     for _, d in mod.directives:

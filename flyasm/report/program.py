@@ -241,7 +241,8 @@ def as_program(x, kernel: str | None = None) -> Program:
             from ..codeobj.reader import read_code_object
             return from_codeobj(read_code_object(p), kernel)
         if suf == ".s":
-            return from_asm(p.read_text(), str(p), kernel)
+            from ..asm.parser import read_asm
+            return from_asm(read_asm(p), str(p), kernel)
         if suf == ".py":
             return from_kernel(from_python(str(p)))
         raise ReportError(f"{p} is not a .co, .s or .py file")
