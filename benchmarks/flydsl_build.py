@@ -98,9 +98,10 @@ def kernels_root() -> str | None:
         return None
 
 
-def why_not_buildable(xcd: bool) -> str | None:
-    """None when a build can run here, else the one sentence saying what is missing."""
-    if kernels_root() is None:
+def why_not_buildable(xcd: bool, root: str | None = None) -> str | None:
+    """None when a build can run here, else the one sentence saying what is missing (root: kernels_root()
+    when the caller has it already)."""
+    if (root or kernels_root()) is None:
         return ("FLYDSL_KERNELS_ROOT must name a FlyDSL checkout at 11c4174d (its kernels/ package), or "
                 "FLYDSL_REPO a FlyDSL git repository holding that commit: git clone https://github.com/ROCm/FlyDSL")
     if not BUILD_SH.is_file():
@@ -120,10 +121,11 @@ def build(H: int, Hkv: int, causal: bool, xcd: bool = False, commit: str | None 
         return hit
     if "@" in name:
         return _build_at(name, commit, H, Hkv, causal, xcd, wheel)
-    why = why_not_buildable(xcd)
+    root = kernels_root()                  # from FLYDSL_REPO: git runs, so once
+    why = why_not_buildable(xcd, root)
     if why:
         raise FL.FlydslLaunchError(f"FlyDSL build {name} is not here and cannot be built: {why}")
-    env = dict(os.environ, FLYDSL_KERNELS_ROOT=kernels_root())
+    env = dict(os.environ, FLYDSL_KERNELS_ROOT=root)
     if xcd:
         env["AMDGCN_BITCODE"] = _bitcode()
     CACHE.mkdir(parents=True, exist_ok=True)
