@@ -72,10 +72,11 @@ def perf_launch(kern, causal, batch, heads, seqlen, heads_k=None, probe=False):
     pair); compulsory DRAM traffic = Q, K, V, O once and the LSE; a build(xcd_map=True) kernel's
     wg_map (fa_grid.xcd_item). benchmarks/vs_aiter_model.py prices ours with it too, with probe=True:
     the real launch for perf.footprint, so the placement model places our shared reads and the HBM
-    queue takes what HBM serves; so does placed_prediction (--placed). The sweep's perf ranker
-    (flyasm/perf/sweep.py) takes no probe yet: it prices every read at vmem_latency (what placement
-    charges ours at the benchmark shapes too, where HBM serves none of our shared reads again) and
-    stores at their CU's share of HBM, without the queue (benchmarks/sweep_fa_fwd.md has both prices)."""
+    queue takes what HBM serves; so does placed_prediction (--placed). workload() gives the sweep's
+    perf ranker (flyasm/perf/sweep.py) no probe, so the sweep prices every read at vmem_latency (what
+    placement charges ours at the benchmark shapes too, where HBM serves none of our shared reads
+    again) and stores at their CU's share of HBM, without the queue (benchmarks/sweep_fa_fwd.md has
+    both prices)."""
     from flyasm.dispatch import aiter_grid
     from flyasm.run.args import pack_args, specs_from_kernel
     s0 = min(seqlen, TRACE_SEQLEN)
@@ -144,6 +145,12 @@ def verify(kernel, seed, dtype="bf16", causal=False, num_heads=64, num_kv_heads=
 
 
 # ---- the table in benchmarks/ -------------------------------------------------------------------
+def _lever(params: dict, base: dict) -> str:
+    """The levers a variant changes from the default (the grid's mask aside), as k=v."""
+    diff = ", ".join(f"{k}={v}" for k, v in params.items() if base.get(k) != v and k != "causal")
+    return diff or ", ".join(f"{k}={v}" for k, v in params.items() if k not in base)
+
+
 def _lever_gains(rows) -> list[str]:
     """What each lever gains: predicted TFLOPS of the default over the variant with that lever changed."""
     base = next((r for r in rows if r.default), None)
@@ -154,17 +161,15 @@ def _lever_gains(rows) -> list[str]:
         t = r.prediction.get("pred_tflops")
         if r.default or not t:
             continue
-        diff = ", ".join(f"{k}={v}" for k, v in r.params.items() if base.params.get(k) != v and k != "causal")
-        diff = diff or ", ".join(f"{k}={v}" for k, v in r.params.items() if k not in base.params)
-        out.append(f"- {diff}: {t:.1f} TFLOPS; the default is {base.prediction['pred_tflops'] / t - 1:+.1%} faster")
+        out.append(f"- {_lever(r.params, base.params)}: {t:.1f} TFLOPS; the default is {base.prediction['pred_tflops'] / t - 1:+.1%} faster")
     return out
 
 
 def placed_prediction(params: dict):
     """perf.predict of a variant as benchmarks/vs_aiter_model.py prices ours: with the probe of the real
     launch, so the placement model places its shared reads and the HBM queue (perf.hbm) takes what HBM
-    serves. The sweep's ranker (flyasm/perf/sweep.py) takes no probe: there every read waits
-    vmem_latency and stores wait for their CU's share of HBM instead."""
+    serves. The sweep's own price (workload(), no probe) has every read wait vmem_latency and stores
+    wait for their CU's share of HBM instead."""
     k = build(**params)
     return predict_placed(k, k.build(check=False).co, params.get("causal", False), SHAPE["batch"], SHAPE["heads"],
                           SHAPE["seqlen"], workload(**params)["flops"])
@@ -181,8 +186,6 @@ def predict_placed(k, co: bytes, causal: bool, batch: int, heads: int, seqlen: i
 
 def _placed_table(rows) -> list[str]:
     """The clean rows again, priced with the probe (placed_prediction), and the default's gain over each."""
-    def lever(r):
-        return ", ".join(f"{k}={v}" for k, v in r.params.items() if r.params.get(k) != base.params.get(k)) or "*"
     base = next(r for r in rows if r.default)
     pred = {r.index: placed_prediction(r.params) for r in rows if r.check_ok}
     t0 = pred[base.index].tflops
@@ -192,10 +195,10 @@ def _placed_table(rows) -> list[str]:
     for r in sorted(rows, key=lambda r: -pred[r.index].tflops if r.index in pred else 0.0):
         p = pred.get(r.index)
         if p is None:
-            out.append(f"| {lever(r)} | - | - | - | (check failed: not priced) |")
+            out.append(f"| {_lever(r.params, base.params) or '*'} | - | - | - | (check failed: not priced) |")
             continue
         lv = " / ".join(f"{x:.0%}" for x in p.levels) if p.levels is not None else "(not placed)"
-        out.append(f"| {lever(r)} | {p.us:.1f} | {p.tflops:.1f} | {lv} | {t0 / p.tflops - 1:+.1%} |")
+        out.append(f"| {_lever(r.params, base.params) or '*'} | {p.us:.1f} | {p.tflops:.1f} | {lv} | {t0 / p.tflops - 1:+.1%} |")
     return out
 
 
