@@ -107,8 +107,7 @@ def test_a_group_row_is_predicted_as_the_same_work_as_its_batch_row(tmp_path):
     tiles looping over the same queries) run by the same loop code (the group kernel differs in its
     prologue only; where it is absent the batch kernel stands in): its cycles must not move. The
     pre and post launches are short, memory-bound, and differ in mode: their group kernels look up
-    the sequence (two scalar loads and a compare a workgroup) and their reads are placed by the
-    probe. So the band: the call may move by at most half of those two launches' own time (what a
+    the sequence (two scalar loads and a compare a workgroup). So the band: the call may move by at most half of those two launches' own time (what a
     launch overhead, shared by both rows, does not count in)."""
     import measured as MR
     import model_accuracy as MA
