@@ -433,6 +433,24 @@ def c_s_load(inst, ctx):
     return run
 
 
+@semantic("s_memtime", "s_memrealtime")
+def c_s_memtime(inst, ctx):
+    """SDATA[64] = a time stamp (CDNA4 ISA ch.5: s_memtime the shader clock counter, s_memrealtime the
+    fixed-frequency real-time counter). The emulator has no clock: both return how many wave-instructions
+    the machine had executed at issue, which only ever grows. Like an SMEM load, it lands at the wait."""
+    d = s_index(inst.operands[0])
+    cols = np.array([d, d + 1])
+
+    def run(m, w):
+        t = int(m.wave_instructions)
+        waves = m.ids(w).copy()
+
+        def land(m2, sel):
+            m2.S[np.ix_(waves[sel], cols)] = np.array([t & 0xFFFFFFFF, t >> 32], np.uint32)
+        m.issue(w, inst, "lgkm", land, sregs=cols, smem=True)
+    return run
+
+
 @semantic("s_store_dword", "s_store_dwordx2", "s_store_dwordx4")
 def c_s_store(inst, ctx):
     """MEM[addr] = SDATA (CDNA4 ISA ch.5). Written at issue, like the vector stores; lgkm counts it."""

@@ -29,6 +29,7 @@ HIP_LAUNCH_PARAM_END = 0x03
 HIP_MEMCPY_H2D = 1
 HIP_MEMCPY_D2H = 2
 HIP_ATTR_MAX_SHARED_PER_BLOCK = 74
+HIP_ATTR_WALL_CLOCK_RATE = 10017      # hipDeviceAttributeWallClockRate (hip_runtime_api.h's AMD-specific range)
 
 _LIB_CANDIDATES = ("libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.7", "/opt/rocm/lib/libamdhip64.so")
 
@@ -106,6 +107,13 @@ class HipRuntime:
         val = ctypes.c_int(0)
         self._check(self.lib.hipDeviceGetAttribute(ctypes.byref(val), HIP_ATTR_MAX_SHARED_PER_BLOCK, device),
                     "hipDeviceGetAttribute(MaxSharedMemoryPerBlock)")
+        return val.value
+
+    def wall_clock_khz(self, device: int = 0) -> int:
+        """The fixed rate of the counter s_memrealtime reads (hipDeviceAttributeWallClockRate, kHz)."""
+        val = ctypes.c_int(0)
+        self._check(self.lib.hipDeviceGetAttribute(ctypes.byref(val), HIP_ATTR_WALL_CLOCK_RATE, device),
+                    "hipDeviceGetAttribute(WallClockRate)")
         return val.value
 
     # ---- modules and launches --------------------------------------------------------------

@@ -1,0 +1,144 @@
+"""The compute unit's issue rules, as the timing model prices them and, on an AMD GPU, as measured.
+
+    python3 benchmarks/cu_probes.py [--pattern NAME ...] [--iters 64,256] [--clock-grid 512] [--md PATH]
+
+Issue 20's last within-run ratio (flydsl#629-b) misses because the model prices FlyDSL's generic
+kernel, a VALU-bound loop full of compare -> s_nop -> v_cndmask idioms, 15-23% slow; every account of
+the hardware that would explain it (VALU dual issue, a separate TRANS pipe, 1-cycle wait states,
+faster transcendentals, MFMA -> VALU issue rules) changes the price of a single instruction pattern.
+This measures those patterns one at a time (kernels/cu_probe.py: a loop of one pattern timed with
+the shader clock inside the kernel).
+
+For each pattern and workgroup size (4 waves: one a SIMD; 8: two a SIMD), one workgroup on one CU:
+- model: the CU model's rule for one unit (its docstring, flyasm.perf.cu);
+- flyasm perf: what the model prices, per unit and wave: the difference of two predicted launches
+  (--iters rounds each) over the units between them, so set-up and stores cancel;
+- alternatives: what each tested hypothesis says instead;
+- measured (AMD GPU only): the same difference of s_memtime ticks, median over the waves, and the
+  clock the pattern ran at (s_memtime ticks over s_memrealtime ticks, times the wall-clock rate).
+
+The clock table (AMD GPU only) runs the MFMA and the VALU pattern on --clock-grid workgroups (every
+CU busy) for long enough to reach the sustained clock: the model takes the clock from the fraction of
+CUs busy alone (params.clock_mhz); a power limit that depends on what the CUs do would show as two
+different clocks. Without an AMD GPU the script prints the model's tables, says why nothing was
+measured, and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
+
+import cu_probe as CP  # noqa: E402
+
+from flyasm.perf import params as P  # noqa: E402
+from flyasm.perf.model import predict  # noqa: E402
+from flyasm.run import hip  # noqa: E402
+
+
+
+def predicted_cycles(co: bytes, threads: int, iters: int, params=None) -> int:
+    """Cycles of one workgroup of the probe running `iters` rounds, as flyasm perf prices it."""
+    out = np.zeros((threads // 64) * CP.RECORD, np.uint32)
+    return predict(co, 1, threads, lambda at: struct.pack("<QI", at["out"], iters) + bytes(4), {"out": out},
+                   dram_bytes=0, params=params).cycles
+
+
+def per_unit(c_lo: float, c_hi: float, iters: tuple) -> float:
+    return (c_hi - c_lo) / ((iters[1] - iters[0]) * CP.UNROLL)
+
+
+def model_price(name: str, waves: int, iters: tuple = (2, 6), params=None) -> float:
+    """flyasm perf's cycles a unit for one wave of the probe (the model's price of a round is exact
+    after one round, so two short launches give it)."""
+    co = CP.build(name, waves).build().co
+    lo, hi = (predicted_cycles(co, 64 * waves, n, params) for n in iters)
+    return per_unit(lo, hi, iters)
+
+
+def measure(name: str, waves: int, iters: tuple, run, khz: float) -> tuple[float, float]:
+    """(shader-clock ticks a unit, median over the waves; the clock in MHz the pattern ran at) from two
+    launches of one workgroup. run(kernel, iters) -> records (cu_probe.run on the GPU); khz: the rate
+    of s_memrealtime's counter. A wave whose check value is wrong stops the run."""
+    k = CP.build(name, waves)
+    got = [run(k, n) for n in iters]
+    expect = np.float32(CP.PATTERNS[name].expected(iters[1] * CP.UNROLL))
+    bad = np.nonzero(got[1]["check"] != expect)[0]
+    if len(bad):
+        raise RuntimeError(f"{name}: wave {int(bad[0])} checks {got[1]['check'][bad[0]]}, expected {expect}")
+    ticks = per_unit(got[0]["ticks"].astype(np.float64), got[1]["ticks"].astype(np.float64), iters)
+    return float(np.median(ticks)), clock_mhz(got[1], khz)
+
+
+def clock_mhz(rec: dict, khz: float) -> float:
+    """The clock s_memtime ran at: its ticks over s_memrealtime's, times the real-time counter's rate."""
+    return float(np.median(rec["ticks"] / np.maximum(rec["realtime"], 1))) * khz / 1e3
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| pattern | unit | the model's rule, one wave a SIMD | flyasm perf, 1 / 2 waves a SIMD "
+             "| alternatives, one wave a SIMD | measured, 1 / 2 waves a SIMD | clock MHz |", "|" + "---|" * 7]
+    for r in rows:
+        pat = CP.PATTERNS[r["pattern"]]
+        alts = "; ".join(f"{k}: {v:g}" for k, v in pat.alternatives.items()) or "-"
+        perf = " / ".join(f"{x:.2f}" for x in r["perf"])
+        meas = " / ".join(f"{x:.2f}" for x, _ in r["measured"]) if "measured" in r else "-"
+        mhz = " / ".join(f"{m:.0f}" for _, m in r["measured"]) if "measured" in r else "-"
+        lines.append(f"| {r['pattern']} | {pat.unit} | {pat.cycles:g}: {pat.why} | {perf} | {alts} | {meas} | {mhz} |")
+    return "\n".join(lines)
+
+
+def main(argv=None, runtime=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pattern", action="append", choices=sorted(CP.PATTERNS), help="default: all")
+    ap.add_argument("--iters", default="64,256", help="the two round counts whose difference is timed")
+    ap.add_argument("--clock-grid", type=int, default=512, help="workgroups of the clock table (AMD GPU only)")
+    ap.add_argument("--clock-iters", type=int, default=200000, help="rounds of the clock table's launches")
+    ap.add_argument("--md", type=Path, help="also write the tables here")
+    a = ap.parse_args(argv)
+    try:
+        iters = tuple(int(x) for x in a.iters.split(","))
+    except ValueError:
+        ap.error("--iters is two round counts, e.g. 64,256")
+    if len(iters) != 2 or not 0 < iters[0] < iters[1]:
+        ap.error("--iters is two round counts, the first smaller, e.g. 64,256")
+    names = a.pattern or list(CP.PATTERNS)
+    rows = [dict(pattern=n, perf=[model_price(n, w) for w in CP.WAVES]) for n in names]
+    ok, why = (True, "") if runtime else hip.available()
+    rt = runtime or (hip.HipRuntime() if ok else None)
+    if rt is not None:
+        khz = rt.wall_clock_khz()
+
+        def on_gpu(k, n, grid=1):
+            return CP.run(k, n, grid=grid, backend="hip", runtime=rt)
+        for r in rows:
+            r["measured"] = [measure(r["pattern"], w, iters, on_gpu, khz) for w in CP.WAVES]
+    out = ["## One CU, one pattern", "", table(rows), ""]
+    p = P.load()
+    if rt is not None:
+        clk = []
+        for name in ("mfma", "valu_indep"):
+            k = CP.build(name, 8)
+            clk.append((name, clock_mhz(on_gpu(k, a.clock_iters, a.clock_grid), khz)))
+        out += ["## The sustained clock with every CU busy", "",
+                "| pattern | measured MHz | the model's MHz (every CU busy) |", "|---|---|---|"]
+        out += [f"| {n} | {mhz:.0f} | {p.clock_mhz(1.0):.0f} |" for n, mhz in clk]
+    else:
+        out += [f"Not measured: {why}", "",
+                f"The model's sustained clock with every CU busy, whatever the CUs run: {p.clock_mhz(1.0):.0f} MHz "
+                f"(clock_derate {p.clock_derate:.4f} x {p.clock_ghz * 1e3:.0f} MHz)."]
+    text = "\n".join(out)
+    print(text)
+    if a.md:
+        a.md.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""The CU probes (kernels/cu_probe.py, benchmarks/cu_probes.py): each runs in the emulator with the
+value its pattern must leave, the emulator's time stamps count what ran between them, the timing model
+prices each pattern by the rule the probe table states, and the script prints the model's table and
+says why nothing was measured without an AMD GPU."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "kernels"), str(ROOT / "benchmarks")]
+
+import cu_probe as CP  # noqa: E402
+import cu_probes as CU  # noqa: E402
+
+from flyasm import Kernel, s, v  # noqa: E402
+from flyasm.check import CheckError  # noqa: E402
+from flyasm.emu.memory import EmuError  # noqa: E402
+from flyasm.isa.operands import exec_  # noqa: E402
+from flyasm.run import hip, launch  # noqa: E402
+
+TAIL = 3        # the probe loop's s_sub, s_cmp, s_cbranch a round
+
+
+def _units(name: str) -> int:
+    """Instructions one unit of the pattern emits (counted on a scratch kernel)."""
+    k = Kernel("count", block=64)
+    CP.PATTERNS[name].body(k, 0)
+    return len(k.stream)
+
+
+def _stamp_kernel(between: int, read_early: bool = False) -> Kernel:
+    k = Kernel("stamps", block=128)
+    out = k.arg("out", "ptr")
+    k.s_load_dwordx2(s[4:5], k.kernarg_ptr, out.offset)
+    k.s_memtime(s[6:7])
+    if read_early:
+        k.s_mov_b32(s[12], s[6])                 # before the wait: the stamp has not landed
+    for _ in range(between):
+        k.v_add_f32(v[1], 1.0, v[1])
+    k.s_memrealtime(s[8:9])
+    k.s_waitcnt(lgkmcnt=0)
+    k.s_sub_u32(s[10], s[8], s[6])
+    k.v_mov_b32(v[2], s[10])
+    k.v_mov_b32(v[3], 0)
+    k.s_mov_b64(exec_, 1)
+    k.global_store_dword(v[3], v[2], s[4:5])
+    k.s_endpgm()
+    return k
+
+
+@pytest.mark.parametrize("between", [0, 5, 17])
+def test_the_emulators_time_stamps_count_the_wave_instructions_between_them(between):
+    """s_memtime / s_memrealtime return the machine's executed wave-instructions: between the two
+    stamps ran the first stamp and `between` VALU ops, on each of the 2 waves."""
+    out = np.full(1, 0xFFFFFFFF, np.uint32)
+    launch(_stamp_kernel(between), 1, 128, out)
+    assert int(out[0]) == 2 * (1 + between)
+
+
+def test_a_time_stamp_read_before_its_wait_is_an_error():
+    """It lands like an SMEM load, at the lgkm wait: the checker says where the wait goes, and the
+    emulator, given the object anyway, stops at the read."""
+    k = _stamp_kernel(3, read_early=True)
+    with pytest.raises(CheckError, match="lgkm_raw"):
+        k.build()
+    with pytest.raises(EmuError, match="s6"):
+        launch(k.build(check=False).co, 1, 128, np.zeros(1, np.uint32))
+
+
+@pytest.mark.parametrize("name", sorted(CP.PATTERNS))
+def test_every_probe_runs_and_leaves_its_patterns_value(name):
+    """Each probe at one and two waves a SIMD, a random round count: every wave writes its record
+    (the buffer starts all ones), the check register holds the pattern's value, and the ticks are the
+    wave-instructions the workgroup ran between the stamps (stamp, real-time stamp, s_cmp, s_cbranch,
+    then per round the units and the loop tail; see the emulator test above)."""
+    rng = np.random.default_rng()
+    for waves in CP.WAVES:
+        iters = int(rng.integers(1, 4))
+        rec = CP.run(CP.build(name, waves), iters)
+        want = CP.PATTERNS[name].expected(iters * CP.UNROLL)
+        assert want != 0.0 or name.startswith("nop")            # the value says the pattern ran
+        assert (rec["check"] == np.float32(want)).all(), (waves, iters, rec["check"], want)
+        per_wave = 4 + iters * (CP.UNROLL * _units(name) + TAIL)
+        assert (rec["ticks"] == waves * per_wave).all() and (rec["realtime"] == rec["ticks"]).all()
+
+
+def test_a_probe_that_runs_no_round_still_writes_its_record():
+    rec = CP.run(CP.build("valu_dep", 4), 0)
+    assert (rec["check"] == 0.0).all() and (rec["ticks"] == 4 * 4).all()
+
+
+@pytest.mark.parametrize("name", sorted(CP.PATTERNS))
+def test_the_model_prices_each_probe_by_the_rule_its_table_states(name):
+    """flyasm perf's cycles a unit at one wave a SIMD are the stated rule plus the loop tail's turns
+    (3 scalar instructions a round, 12 cycles over UNROLL units), which the MFMA probe hides under its
+    pipe."""
+    pat = CP.PATTERNS[name]
+    got = CU.model_price(name, 4)
+    tail = 4 * TAIL / CP.UNROLL
+    if name == "mfma":
+        assert got == pytest.approx(pat.cycles)
+    else:
+        assert got == pytest.approx(pat.cycles + tail)
+
+
+def test_two_waves_on_a_simd_share_its_valu_but_not_its_wait_states():
+    """Two waves a SIMD: VALU-bound patterns take twice as long a wave; s_nop goes to no unit."""
+    tail = 4 * TAIL / CP.UNROLL
+    assert CU.model_price("valu_indep", 8) == pytest.approx(8 + tail)
+    assert CU.model_price("nop7", 8) == pytest.approx(32 + tail)
+
+
+def test_measure_turns_two_launches_into_ticks_a_unit_and_a_clock():
+    """The measuring arithmetic on the emulator's records: the difference of two launches over the
+    units between them is the pattern's instruction count a unit (and the tail's share) times the
+    workgroup's waves; the two stamps count alike, so the clock is the real-time rate."""
+    ticks, mhz = CU.measure("exp_valu", 4, (1, 3), CP.run, khz=100_000)
+    assert ticks == pytest.approx(4 * (_units("exp_valu") + TAIL / CP.UNROLL))
+    assert mhz == pytest.approx(100.0)
+
+
+def test_measure_stops_at_a_wave_with_a_wrong_value():
+    def wrong(k, n):
+        rec = CP.run(k, n)
+        rec["check"][1] += 1.0
+        return rec
+    with pytest.raises(RuntimeError, match="wave 1 checks"):
+        CU.measure("valu_dep", 4, (1, 2), wrong, khz=100_000)
+
+
+def test_an_unknown_pattern_is_one_clear_error():
+    with pytest.raises(ValueError, match="pattern is one of"):
+        CP.build("valu_quad")
+
+
+def test_without_a_gpu_the_script_prints_the_models_table_and_says_why(tmp_path):
+    ok, why = hip.available()
+    if ok:
+        pytest.skip("an AMD GPU is present: the no-GPU path does not run")
+    md = tmp_path / "probes.md"
+    r = subprocess.run([sys.executable, "benchmarks/cu_probes.py", "--pattern", "nop7", "--pattern", "exp",
+                        "--md", str(md)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"Not measured: {why}" in r.stdout and md.read_text().strip() == r.stdout.strip()
+    rows = {line.split("|")[1].strip(): line for line in r.stdout.splitlines() if line.startswith("| ")}
+    assert "| 32.19 / 32.19 |" in rows["nop7"] and "| 16.19 / 32.19 |" in rows["exp"]
+
+
+def test_bad_iters_are_one_error_line():
+    r = subprocess.run([sys.executable, "benchmarks/cu_probes.py", "--iters", "256,64"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "the first smaller" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_on_an_amd_gpu_the_probes_measure_and_check():
+    ok, why = hip.available()
+    if not ok:
+        pytest.skip(f"no AMD GPU: {why}")
+    rt = hip.HipRuntime()
+    ticks, mhz = CU.measure("valu_indep", 4, (8, 32), lambda k, n: CP.run(k, n, backend="hip", runtime=rt),
+                            rt.wall_clock_khz())
+    assert 1.0 <= ticks <= 64.0 and 100.0 <= mhz <= 5000.0
