@@ -17,11 +17,14 @@ For each pattern and workgroup size (4 waves: one a SIMD; 8: two a SIMD), one wo
 - measured (AMD GPU only): the same difference of s_memtime ticks, median over the waves, and the
   clock the pattern ran at (s_memtime ticks over s_memrealtime ticks, times the wall-clock rate).
 
-The clock table (AMD GPU only) runs the MFMA and the VALU pattern on --clock-grid workgroups (every
-CU busy) for long enough to reach the sustained clock: the model takes the clock from the fraction of
-CUs busy alone (params.clock_mhz); a power limit that depends on what the CUs do would show as two
-different clocks. Without an AMD GPU the script prints the model's tables, says why nothing was
-measured, and exits 0.
+The chase patterns time a dependent load in a buffer that fits the L2, the Infinity Cache, or
+neither: the model prices every read of them at one fitted latency (params.vmem_latency).
+
+The clock table runs the MFMA and the VALU pattern on 1 and on --clock-grid workgroups (every CU
+busy) for --clock-iters rounds, long enough to reach the sustained clock: the model takes the clock
+from the fraction of CUs busy alone (params.clock_mhz); a power limit that depends on what the CUs
+do would show as different clocks for the two patterns. Without an AMD GPU the script prints the
+model's columns, says why nothing was measured, and exits 0.
 """
 from __future__ import annotations
 
@@ -43,11 +46,14 @@ from flyasm.run import hip  # noqa: E402
 
 
 
-def predicted_cycles(co: bytes, threads: int, iters: int, params=None) -> int:
+MODEL_CHAIN_BYTES = 1 << 20     # the chase buffer the model's launches record (the emulator holds it)
+
+
+def predicted_cycles(co: bytes, threads: int, iters: int, words: np.ndarray, params=None) -> int:
     """Cycles of one workgroup of the probe running `iters` rounds, as flyasm perf prices it."""
     out = np.zeros((threads // 64) * CP.RECORD, np.uint32)
-    return predict(co, 1, threads, lambda at: struct.pack("<QI", at["out"], iters) + bytes(4), {"out": out},
-                   dram_bytes=0, params=params).cycles
+    return predict(co, 1, threads, lambda at: struct.pack("<QIIQ", at["out"], iters, 0, at["chain"]),
+                   {"out": out, "chain": words}, dram_bytes=0, params=params).cycles
 
 
 def per_unit(c_lo: float, c_hi: float, iters: tuple) -> float:
@@ -58,17 +64,23 @@ def model_price(name: str, waves: int, iters: tuple = (2, 6), params=None) -> fl
     """flyasm perf's cycles a unit for one wave of the probe (the model's price of a round is exact
     after one round, so two short launches give it)."""
     co = CP.build(name, waves).build().co
-    lo, hi = (predicted_cycles(co, 64 * waves, n, params) for n in iters)
+    nbytes = min(CP.PATTERNS[name].chain_bytes, MODEL_CHAIN_BYTES)
+    words = CP.chain(nbytes) if nbytes else np.zeros(CP.LINE // 4, np.uint32)
+    lo, hi = (predicted_cycles(co, 64 * waves, n, words, params) for n in iters)
     return per_unit(lo, hi, iters)
 
 
-def measure(name: str, waves: int, iters: tuple, run, khz: float) -> tuple[float, float]:
+def measure(name: str, waves: int, iters: tuple, run, khz: float, chain_bytes: int | None = None
+            ) -> tuple[float, float]:
     """(shader-clock ticks a unit, median over the waves; the clock in MHz the pattern ran at) from two
-    launches of one workgroup. run(kernel, iters) -> records (cu_probe.run on the GPU); khz: the rate
-    of s_memrealtime's counter. A wave whose check value is wrong stops the run."""
+    launches of one workgroup. run(kernel, iters, chain_words) -> records (cu_probe.run on the GPU);
+    khz: the rate of s_memrealtime's counter; chain_bytes: the chase buffer's size (default the
+    pattern's). A wave whose check value is wrong stops the run."""
     k = CP.build(name, waves)
-    got = [run(k, n) for n in iters]
-    expect = np.float32(CP.PATTERNS[name].expected(iters[1] * CP.UNROLL))
+    nbytes = CP.PATTERNS[name].chain_bytes if chain_bytes is None else chain_bytes
+    words = CP.chain(nbytes) if nbytes else None
+    got = [run(k, n, words) for n in iters]
+    expect = CP.expected_bits(name, iters[1] * CP.UNROLL, words)
     bad = np.nonzero(got[1]["check"] != expect)[0]
     if len(bad):
         raise RuntimeError(f"{name}: wave {int(bad[0])} checks {got[1]['check'][bad[0]]}, expected {expect}")
@@ -115,24 +127,26 @@ def main(argv=None, runtime=None) -> int:
     if rt is not None:
         khz = rt.wall_clock_khz()
 
-        def on_gpu(k, n, grid=1):
-            return CP.run(k, n, grid=grid, backend="hip", runtime=rt)
+        def on_gpu(k, n, words=None, grid=1):
+            return CP.run(k, n, grid=grid, backend="hip", runtime=rt, chain_words=words)
         for r in rows:
             r["measured"] = [measure(r["pattern"], w, iters, on_gpu, khz) for w in CP.WAVES]
-    out = ["## One CU, one pattern", "", table(rows), ""]
+    out = ["## One CU, one pattern", "",
+           f"Cycles a unit for one wave; flyasm perf's include the loop's 3 scalar instructions a round "
+           f"({4 * 3 / CP.UNROLL:g} cycles a unit at one wave a SIMD).", "", table(rows), ""]
     p = P.load()
-    if rt is not None:
-        clk = []
-        for name in ("mfma", "valu_indep"):
-            k = CP.build(name, 8)
-            clk.append((name, clock_mhz(on_gpu(k, a.clock_iters, a.clock_grid), khz)))
-        out += ["## The sustained clock with every CU busy", "",
-                "| pattern | measured MHz | the model's MHz (every CU busy) |", "|---|---|---|"]
-        out += [f"| {n} | {mhz:.0f} | {p.clock_mhz(1.0):.0f} |" for n, mhz in clk]
-    else:
-        out += [f"Not measured: {why}", "",
-                f"The model's sustained clock with every CU busy, whatever the CUs run: {p.clock_mhz(1.0):.0f} MHz "
-                f"(clock_derate {p.clock_derate:.4f} x {p.clock_ghz * 1e3:.0f} MHz)."]
+    out += ["## The clock each pattern runs at", "",
+            "The model's clock depends only on the fraction of CUs a launch keeps busy (params.clock_mhz); a "
+            "power limit that depends on what the CUs do would show as different clocks for the two patterns.", "",
+            "| pattern | workgroups (8 waves) | the model's MHz | measured MHz |", "|---|---|---|---|"]
+    for name in ("mfma", "valu_indep"):
+        for grid in (1, a.clock_grid):
+            mhz = "-"
+            if rt is not None:
+                mhz = f"{clock_mhz(on_gpu(CP.build(name, 8), a.clock_iters, grid=grid), khz):.0f}"
+            out.append(f"| {name} | {grid} | {p.clock_mhz(min(1.0, grid / p.n_cu)):.0f} | {mhz} |")
+    if rt is None:
+        out += ["", f"Not measured: {why}"]
     text = "\n".join(out)
     print(text)
     if a.md:

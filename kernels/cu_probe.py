@@ -9,10 +9,14 @@ Every wave: loads its arguments, meets the others at a barrier, reads s_memtime 
 runs `iters` rounds of the pattern (UNROLL copies a round, then a 3-instruction scalar loop tail),
 reads both counters again, and lane 0 writes one record of RECORD dwords to out[workgroup, wave]:
 shader-clock ticks, real-time ticks (both 64-bit, end - start) and the pattern's check value (the
-bits of its first work register, whose value after the run each pattern states: `expected`).
+bits of its check register, whose value after the run each pattern states: `expected_bits`).
 s_memtime counts the shader clock and s_memrealtime a fixed-frequency counter (LLVM: the former
 backs __builtin_readcyclecounter on gfx9, the latter __builtin_amdgcn_s_memrealtime, 100 MHz on
 gfx9 parts), so their ratio is the clock the pattern ran at.
+
+The chase patterns time memory latency instead: each unit is a load whose address the previous load
+returned (`chain`: one random cycle over a buffer's 128-byte lines), sized to stay in the L2, in the
+Infinity Cache, or in neither.
 """
 from __future__ import annotations
 
@@ -44,12 +48,13 @@ RSRC_WORD3 = 0x00020000   # gfx9 V# word 3: raw buffer, 32-bit data format (as k
 #  count       s[20]        rounds left;  scalar  s[21]  the SALU pattern's counter
 #  mask        s[22:23]     the compare pattern's lane mask
 #  wave        s[24:25]     this wave's index in the workgroup, record base (bytes)
+#  chain_ptr   s[26:27]     the chase patterns' buffer;  rsrc_chain  s[28:31]  its V#
 PLAN = dict(regions={
     "tid": v[0:0], "addr": v[1:1], "work": v[8:39], "consts": v[40:47], "rec": v[48:55],
     "mfma_ab": v[56:63], "acc": v[64:95],
     "kernarg": s[0:1], "wg": s[2:2], "out_ptr": s[4:5], "iters": s[6:6], "rsrc": s[8:11],
     "t0": s[12:13], "t1": s[14:15], "r0": s[16:17], "r1": s[18:19], "count": s[20:20], "scalar": s[21:21],
-    "mask": s[22:23], "wave": s[24:25]}, strict=True)
+    "mask": s[22:23], "wave": s[24:25], "chain_ptr": s[26:27], "rsrc_chain": s[28:31]}, strict=True)
 ZERO, ONE, ONE_B, TWO = v[40], v[41], v[42], v[43]
 ONES = v[44:45]
 A, B = v[56:59], v[60:63]
@@ -66,8 +71,9 @@ class Pattern:
     """One unit of a probe's loop body and what each account of the hardware says it costs a wave
     running alone on its SIMD. unit: what the costs count (e.g. one VALU op); body(k, i): emits unit i;
     cycles: the CU model's rule (flyasm.perf.cu), why: where the rule comes from; alternatives:
-    {hypothesis: cycles} for issue 20's tested and rejected accounts; expected(n): the check
-    register's value after n units (v8, or the first accumulator for the MFMA patterns)."""
+    {hypothesis: cycles} for issue 20's tested and rejected accounts; expected(n, chain): the check
+    register's value after n units (v8, or the first accumulator for the MFMA patterns: a float, or
+    the uint32 bits); chain_bytes: the size of the buffer the pattern reads (0: none)."""
     unit: str
     body: object
     cycles: float
@@ -75,6 +81,7 @@ class Pattern:
     expected: object
     alternatives: dict = field(default_factory=dict)
     check: object = v[8]
+    chain_bytes: int = 0
 
 
 def _valu_dep(k, i):
@@ -133,6 +140,33 @@ def _mfma_valu(k, i):
         k.v_add_f32(_w(7 * i + j), 1.0, _w(7 * i + j))
 
 
+def _chase(k, i):
+    """One load whose address is the value the previous one returned, then the wait for it."""
+    k.buffer_load_dword(v[8], v[8], s[28:31], 0, offen=True)
+    k.s_waitcnt(vmcnt=0)
+
+
+LINE = 128                # bytes: each load of a chase touches a line no other load of the cycle does
+
+
+def chain(nbytes: int, seed: int = 0) -> np.ndarray:
+    """uint32 words of a chase buffer: one random cycle through all its 128-byte lines, each line's
+    first word holding the byte offset of the next line (so no stride repeats for a prefetcher)."""
+    lines = nbytes // LINE
+    order = np.random.default_rng(seed).permutation(lines)
+    words = np.zeros(nbytes // 4, np.uint32)
+    words[order * (LINE // 4)] = np.roll(order, -1).astype(np.uint32) * LINE
+    return words
+
+
+def chased(words: np.ndarray, n: int) -> np.uint32:
+    """The byte offset n loads of the chase reach from offset 0."""
+    off = 0
+    for _ in range(n):
+        off = int(words[off // 4])
+    return np.uint32(off)
+
+
 def _chains(per_unit: int):
     """Value of v8 after n units that spread per_unit increments of 1.0 over the WORK chains."""
     return lambda n: float(-(-(per_unit * n) // WORK))
@@ -160,6 +194,14 @@ PATTERNS = {
     "cmp_cndmask": Pattern("v_cmp_e64, s_nop 1, v_cndmask, v_add", _cmp_cndmask, 20,
                            "3 VALU turns, 2 wait-state turns, the v_add's turn", lambda n: float(n),
                            {"a wait state is 1 cycle": 14}),
+    "chase_l2": Pattern("dependent load + wait", _chase, 808, "vmem_latency (800, HBM-miss order, one number for "
+                        "every read) after the load's turn and its line at the port, to the next turn; a 1 MiB "
+                        "cycle stays in the XCD's 4 MB L2", None,
+                        {"an L2 hit at 500 cycles (tested in session 11)": 500}, chain_bytes=1 << 20),
+    "chase_mall": Pattern("dependent load + wait", _chase, 808, "as chase_l2; a 64 MiB cycle misses the L2 and "
+                          "stays in the 256 MB Infinity Cache", None, {}, chain_bytes=64 << 20),
+    "chase_hbm": Pattern("dependent load + wait", _chase, 808, "as chase_l2; a 1 GiB cycle misses the Infinity "
+                         "Cache too", None, {}, chain_bytes=1 << 30),
     "mfma": Pattern("v_mfma_f32_32x32x16_bf16", _mfma, 32, "8 passes x 4 cycles (LLVM SISchedule gfx950)",
                     lambda n: 16.0 * -(-n // 2), check=v[64]),
     "mfma_valu": Pattern("MFMA + 7 VALU ops", _mfma_valu, 32, "the VALU ops co-execute under the 32-cycle MFMA, "
@@ -180,16 +222,21 @@ def build(pattern: str, waves: int = 4) -> Kernel:
     name = f"cu_probe_{pattern}_w{waves}"
     plan = RegisterPlan(name, **PLAN)
     k = Kernel(name, block=64 * waves, plan=plan, arg_layout="natural")
-    out, iters = k.arg("out", "ptr"), k.arg("iters", "u32")
+    out, iters, chain_arg = k.arg("out", "ptr"), k.arg("iters", "u32"), k.arg("chain", "ptr")
     P = plan
     with k.region("args"):
         k.s_load_dwordx2(P.out_ptr, k.kernarg_ptr, out.offset)
         k.s_load_dword(P.iters, k.kernarg_ptr, iters.offset)
+        k.s_load_dwordx2(P.chain_ptr, k.kernarg_ptr, chain_arg.offset)
         k.s_waitcnt(lgkmcnt=0)
         k.s_mov_b32(P.rsrc[0], P.out_ptr[0])
         k.s_and_b32(P.rsrc[1], P.out_ptr[1], 0xFFFF)
         k.s_mov_b32(P.rsrc[2], 0x7FFFFFFF)
         k.s_mov_b32(P.rsrc[3], RSRC_WORD3)
+        k.s_mov_b32(P.rsrc_chain[0], P.chain_ptr[0])
+        k.s_and_b32(P.rsrc_chain[1], P.chain_ptr[1], 0xFFFF)
+        k.s_mov_b32(P.rsrc_chain[2], 0xFFFFFFFF)
+        k.s_mov_b32(P.rsrc_chain[3], RSRC_WORD3)
     with k.region("record address"):
         # record of wave w of workgroup g: byte (g * waves + w) * RECORD * 4
         k.v_readfirstlane_b32(P.wave[0], k.workitem_id)
@@ -248,13 +295,23 @@ def records(out: np.ndarray) -> dict:
     r = np.asarray(out, np.uint32).reshape(-1, RECORD)
     return {"ticks": r[:, 0].astype(np.uint64) | (r[:, 1].astype(np.uint64) << np.uint64(32)),
             "realtime": r[:, 2].astype(np.uint64) | (r[:, 3].astype(np.uint64) << np.uint64(32)),
-            "check": r[:, 4].view(np.float32).copy()}
+            "check": r[:, 4].copy()}
 
 
-def run(k: Kernel, iters: int, grid: int = 1, backend: str = "emu", **launch_kw) -> dict:
+def expected_bits(pattern: str, n: int, words: np.ndarray | None = None) -> np.uint32:
+    """The check register's bits after n units of the pattern (words: the chase buffer it read)."""
+    pat = PATTERNS[pattern]
+    if pat.chain_bytes:
+        return chased(words, n)
+    return np.float32(pat.expected(n)).view(np.uint32)
+
+
+def run(k: Kernel, iters: int, grid: int = 1, backend: str = "emu", chain_words=None, **launch_kw) -> dict:
     """Run a probe (`grid` workgroups) and return its records (`records`). The out buffer starts
-    poisoned (all ones), so a wave that writes no record shows."""
+    poisoned (all ones), so a wave that writes no record shows. chain_words: the chase buffer
+    (`chain`), for the chase patterns."""
     from flyasm.run import launch
     out = np.full(grid * (k.threads // 64) * RECORD, 0xFFFFFFFF, np.uint32)
-    launch(k, grid, k.threads, out, np.uint32(iters), backend=backend, **launch_kw)
+    words = np.zeros(LINE // 4, np.uint32) if chain_words is None else chain_words
+    launch(k, grid, k.threads, out, np.uint32(iters), words, backend=backend, **launch_kw)
     return records(out)

@@ -79,19 +79,34 @@ def test_every_probe_runs_and_leaves_its_patterns_value(name):
     wave-instructions the workgroup ran between the stamps (stamp, real-time stamp, s_cmp, s_cbranch,
     then per round the units and the loop tail; see the emulator test above)."""
     rng = np.random.default_rng()
+    words = CP.chain(64 << 10, seed=int(rng.integers(1 << 30))) if CP.PATTERNS[name].chain_bytes else None
     for waves in CP.WAVES:
         iters = int(rng.integers(1, 4))
-        rec = CP.run(CP.build(name, waves), iters)
-        want = CP.PATTERNS[name].expected(iters * CP.UNROLL)
-        assert want != 0.0 or name.startswith("nop")            # the value says the pattern ran
-        assert (rec["check"] == np.float32(want)).all(), (waves, iters, rec["check"], want)
+        rec = CP.run(CP.build(name, waves), iters, chain_words=words)
+        want = CP.expected_bits(name, iters * CP.UNROLL, words)
+        assert want != 0 or name.startswith("nop")              # the value says the pattern ran
+        assert (rec["check"] == want).all(), (waves, iters, rec["check"], want)
         per_wave = 4 + iters * (CP.UNROLL * _units(name) + TAIL)
         assert (rec["ticks"] == waves * per_wave).all() and (rec["realtime"] == rec["ticks"]).all()
 
 
 def test_a_probe_that_runs_no_round_still_writes_its_record():
     rec = CP.run(CP.build("valu_dep", 4), 0)
-    assert (rec["check"] == 0.0).all() and (rec["ticks"] == 4 * 4).all()
+    assert (rec["check"] == 0).all() and (rec["ticks"] == 4 * 4).all()
+
+
+@pytest.mark.parametrize("nbytes", [CP.LINE, 4096, 96 << 10])
+def test_a_chase_buffer_is_one_cycle_through_all_its_lines(nbytes):
+    """Following the chain from offset 0 visits every 128-byte line exactly once, then returns to 0."""
+    words = CP.chain(nbytes, seed=int(np.random.default_rng().integers(1 << 30)))
+    lines = nbytes // CP.LINE
+    seen, off = [], 0
+    for _ in range(lines):
+        assert off % CP.LINE == 0
+        seen.append(off // CP.LINE)
+        off = int(words[off // 4])
+    assert off == 0 and sorted(seen) == list(range(lines))
+    assert CP.chased(words, lines + 1) == words[0]
 
 
 @pytest.mark.parametrize("name", sorted(CP.PATTERNS))
@@ -119,15 +134,19 @@ def test_measure_turns_two_launches_into_ticks_a_unit_and_a_clock():
     """The measuring arithmetic on the emulator's records: the difference of two launches over the
     units between them is the pattern's instruction count a unit (and the tail's share) times the
     workgroup's waves; the two stamps count alike, so the clock is the real-time rate."""
-    ticks, mhz = CU.measure("exp_valu", 4, (1, 3), CP.run, khz=100_000)
+    def emu(k, n, words):
+        return CP.run(k, n, chain_words=words)
+    ticks, mhz = CU.measure("exp_valu", 4, (1, 3), emu, khz=100_000)
     assert ticks == pytest.approx(4 * (_units("exp_valu") + TAIL / CP.UNROLL))
     assert mhz == pytest.approx(100.0)
+    ticks, _ = CU.measure("chase_mall", 8, (1, 2), emu, khz=100_000, chain_bytes=32 << 10)
+    assert ticks == pytest.approx(8 * (_units("chase_mall") + TAIL / CP.UNROLL))
 
 
 def test_measure_stops_at_a_wave_with_a_wrong_value():
-    def wrong(k, n):
+    def wrong(k, n, words):
         rec = CP.run(k, n)
-        rec["check"][1] += 1.0
+        rec["check"][1] ^= 1
         return rec
     with pytest.raises(RuntimeError, match="wave 1 checks"):
         CU.measure("valu_dep", 4, (1, 2), wrong, khz=100_000)
@@ -162,6 +181,6 @@ def test_on_an_amd_gpu_the_probes_measure_and_check():
     if not ok:
         pytest.skip(f"no AMD GPU: {why}")
     rt = hip.HipRuntime()
-    ticks, mhz = CU.measure("valu_indep", 4, (8, 32), lambda k, n: CP.run(k, n, backend="hip", runtime=rt),
+    ticks, mhz = CU.measure("valu_indep", 4, (8, 32), lambda k, n, w: CP.run(k, n, backend="hip", runtime=rt),
                             rt.wall_clock_khz())
     assert 1.0 <= ticks <= 64.0 and 100.0 <= mhz <= 5000.0
