@@ -95,7 +95,7 @@ def clock_mhz(rec: dict, khz: float) -> float:
 
 def table(rows: list[dict]) -> str:
     lines = ["| pattern | unit | the model's rule, one wave a SIMD | flyasm perf, 1 / 2 waves a SIMD "
-             "| alternatives, one wave a SIMD | measured, 1 / 2 waves a SIMD | clock MHz |", "|" + "---|" * 7]
+             "| alternatives (one wave a SIMD unless they say) | measured, 1 / 2 waves a SIMD | clock MHz |", "|" + "---|" * 7]
     for r in rows:
         pat = CP.PATTERNS[r["pattern"]]
         alts = "; ".join(f"{k}: {v:g}" for k, v in pat.alternatives.items()) or "-"

@@ -21,6 +21,7 @@ from flyasm import Kernel, s, v  # noqa: E402
 from flyasm.check import CheckError  # noqa: E402
 from flyasm.emu.memory import EmuError  # noqa: E402
 from flyasm.isa.operands import exec_  # noqa: E402
+from flyasm.perf import params as P  # noqa: E402
 from flyasm.run import hip, launch  # noqa: E402
 
 TAIL = 3        # the probe loop's s_sub, s_cmp, s_cbranch a round
@@ -128,6 +129,17 @@ def test_two_waves_on_a_simd_share_its_valu_but_not_its_wait_states():
     tail = 4 * TAIL / CP.UNROLL
     assert CU.model_price("valu_indep", 8) == pytest.approx(8 + tail)
     assert CU.model_price("nop7", 8) == pytest.approx(32 + tail)
+
+
+def test_valu_coissue_pairs_two_waves_plain_valu_ops_only():
+    """Params.valu_coissue (off by default): two waves a SIMD issue their plain VALU ops in one turn
+    (4 cycles a wave's op instead of 8); a lone wave gains nothing, and packed ops never pair."""
+    on = P.load().with_(valu_coissue=True)
+    tail = 4 * TAIL / CP.UNROLL
+    assert CU.model_price("valu_indep", 8, params=on) == pytest.approx(4 + tail)
+    assert CU.model_price("valu_indep", 4, params=on) == pytest.approx(4 + tail)
+    assert CU.model_price("pk_add_f32", 8, params=on) == pytest.approx(8 + tail)
+    assert CU.model_price("valu_indep", 8) == pytest.approx(8 + tail)
 
 
 def test_measure_turns_two_launches_into_ticks_a_unit_and_a_clock():

@@ -99,15 +99,16 @@ class Static:
     prio: list
     atomic: list           # a VMEM read-modify-write (performed at the L2)
     store: list            # a VMEM store: its bytes must reach memory
+    coissue: list          # a VALU op another wave's may share an issue turn with (Params.valu_coissue)
 
     @staticmethod
     def depends_on(p) -> tuple:
         """The constants a Static is computed from (a cached one is stale when they change)."""
-        return p.trans_cycles, p.issue_turn
+        return p.trans_cycles, p.issue_turn, p.valu_coissue
 
     @classmethod
     def of(cls, program, p) -> "Static":
-        st = cls([], [], [], [], [], [], [], [], [], [], [])
+        st = cls([], [], [], [], [], [], [], [], [], [], [], [])
         for inst in program.insts:
             k = KINDS.get(classify(inst), "salu")
             st.kind.append(k)
@@ -137,6 +138,8 @@ class Static:
             st.prio.append(int(pr))
             st.atomic.append(k == "vmem" and inst.info.get("mem") == "atomic")
             st.store.append(k == "vmem" and inst.info.get("mem") == "store")
+            st.coissue.append(bool(p.valu_coissue) and k == "valu" and not inst.name.startswith(
+                ("v_pk_", "v_permlane", "v_readlane", "v_readfirstlane", "v_writelane", "v_mov_b32_dpp")))
         return st
 
 
@@ -197,9 +200,11 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
     K, ISS, PAS, RD, WR, CH, WT, NOP, PR, AT, STO = (static.kind, static.issue, static.passes, static.reads,
                                                       static.writes, static.chain_c, static.wait, static.nops,
                                                       static.prio, static.atomic, static.store)
+    CO = static.coissue
     nsimd = 4
     turn = p.issue_turn
     port = [{"mfma": 0, "valu": 0, "salu": 0, "branch": 0} for _ in range(nsimd)]
+    co_turn = [(-1, -1)] * nsimd     # per SIMD: (turn, wave) of a co-issuable VALU op still alone in it
     lds_free = 0
     vm_free = 0.0
     vm_cyc_per_byte = 1.0 / p.cu_bytes_per_clk
@@ -247,7 +252,11 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
                 t, cause = pt["valu"], "valu_busy"
         elif k in ("valu", "trans"):
             if pt["valu"] > t:
-                t, cause = pt["valu"], "valu_busy"
+                ct, cw = co_turn[w.simd]
+                if CO[i] and t <= ct and cw != w.wid:
+                    t = ct
+                else:
+                    t, cause = pt["valu"], "valu_busy"
         elif k == "ds":
             if lds_free > t:
                 t, cause = lds_free, "lds_busy"
@@ -295,13 +304,18 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
             dur = PAS[i] * 4
             pt["mfma"] = t + dur
             pt["valu"] = max(pt["valu"], t + 4)
+            co_turn[w.simd] = (-1, -1)
             busy[w.simd]["mfma"] += dur
             w.drain = max(w.drain, t + dur)
             for r in WR[i]:
                 w.ready[r] = t + dur + p.mfma_writeback
         elif k in ("valu", "trans"):
-            pt["valu"] = t + ISS[i]
             busy[w.simd]["valu"] += ISS[i]
+            if CO[i] and co_turn[w.simd][0] == t and t < pt["valu"]:
+                co_turn[w.simd] = (-1, -1)            # the turn's second op: the pair is complete
+            else:
+                pt["valu"] = t + ISS[i]
+                co_turn[w.simd] = (t, w.wid) if CO[i] else (-1, -1)
             if k == "trans":
                 for r in WR[i]:
                     w.ready[r] = t + ISS[i] + p.trans_latency

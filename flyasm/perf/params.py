@@ -47,6 +47,12 @@ class Params:
     lds_latency: int = 64           # DS issue to data (report.model's LATENCY["ds"])
     smem_latency: int = 200         # SMEM issue to data (report.model's LATENCY["smem"])
     barrier_cycles: int = 1
+    # VALU co-issue, off (an experiment, benchmarks/model_accuracy.md session 12): a SIMD issues a
+    # second VALU op of another wave in the first's turn when neither is packed, TRANS or cross-lane.
+    # gfx950 counts "quad-cycles two VALU instructions are issued" per SIMD (SQ_ACTIVE_INST_VALU2, ROCm
+    # Compute Profiler counter_defs.yaml); when it happens is not documented. Measured by
+    # benchmarks/cu_probes.py (valu_indep at two waves a SIMD)
+    valu_coissue: bool = False
     taken_branch: int = 4           # refetch after a taken branch (one issue slot)
     wg_stagger: int = 64            # cycles between dispatches of co-resident workgroups on a CU
     # device L2 bytes/cycle: 8 XCDs x 16 channels x 128 B/clk (CDNA3 white paper's L2; assumed for CDNA4)
