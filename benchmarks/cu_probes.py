@@ -23,8 +23,9 @@ neither: the model prices every read of them at one fitted latency (params.vmem_
 The clock table runs the MFMA and the VALU pattern on 1 and on --clock-grid workgroups (every CU
 busy) for --clock-iters rounds, long enough to reach the sustained clock: the model takes the clock
 from the fraction of CUs busy alone (params.clock_mhz); a power limit that depends on what the CUs
-do would show as different clocks for the two patterns. Without an AMD GPU the script prints the
-model's columns, says why nothing was measured, and exits 0.
+do would show as different clocks for the two patterns. The dispatch table times a launch that runs
+no round (hipEvents, as benchmarks/silicon.py) against the model's launch overhead. Without an AMD
+GPU the script prints the model's columns, says why nothing was measured, and exits 0.
 """
 from __future__ import annotations
 
@@ -93,6 +94,31 @@ def clock_mhz(rec: dict, khz: float) -> float:
     return float(np.median(rec["ticks"] / np.maximum(rec["realtime"], 1))) * khz / 1e3
 
 
+def launch_us(rt, grid: int, repeats: int) -> float:
+    """Median device microseconds of a probe launch that runs no round (hipEvents around each launch,
+    benchmarks/silicon.py's time_events): what one dispatch of `grid` workgroups costs by itself."""
+    from silicon import time_events
+    k = CP.build("valu_dep", 8)
+    co = k.build().co
+    fn = rt.get_function(rt.load_module(co), k.name)
+    out = rt.malloc(grid * 8 * CP.RECORD * 4)
+    chain = rt.malloc(CP.LINE)
+    try:
+        kernarg = struct.pack("<QIIQ", out, 0, 0, chain)
+        return float(np.median(time_events(rt, fn, (grid, 1, 1), 512, kernarg, rt.stream(), 10, repeats))) * 1e6
+    finally:
+        rt.free(out)
+        rt.free(chain)
+
+
+def predicted_launch_us(grid: int) -> float:
+    """flyasm perf's microseconds for the same launch (its launch overhead and the little work)."""
+    co = CP.build("valu_dep", 8).build().co
+    out = np.zeros(grid * 8 * CP.RECORD, np.uint32)
+    return predict(co, grid, 512, lambda at: struct.pack("<QIIQ", at["out"], 0, 0, at["chain"]),
+                   {"out": out, "chain": np.zeros(CP.LINE // 4, np.uint32)}, dram_bytes=0).us
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| pattern | unit | the model's rule, one wave a SIMD | flyasm perf, 1 / 2 waves a SIMD "
              "| alternatives (one wave a SIMD unless they say) | measured, 1 / 2 waves a SIMD | clock MHz |", "|" + "---|" * 7]
@@ -112,6 +138,7 @@ def main(argv=None, runtime=None) -> int:
     ap.add_argument("--iters", default="64,256", help="the two round counts whose difference is timed")
     ap.add_argument("--clock-grid", type=int, default=512, help="workgroups of the clock table (AMD GPU only)")
     ap.add_argument("--clock-iters", type=int, default=200000, help="rounds of the clock table's launches")
+    ap.add_argument("--launch-repeats", type=int, default=200, help="launches timed for the dispatch table")
     ap.add_argument("--md", type=Path, help="also write the tables here")
     a = ap.parse_args(argv)
     try:
@@ -145,6 +172,13 @@ def main(argv=None, runtime=None) -> int:
             if rt is not None:
                 mhz = f"{clock_mhz(on_gpu(CP.build(name, 8), a.clock_iters, grid=grid), khz):.0f}"
             out.append(f"| {name} | {grid} | {p.clock_mhz(min(1.0, grid / p.n_cu)):.0f} | {mhz} |")
+    out += ["", "## One dispatch by itself", "",
+            "A probe launch that runs no round: the model's launch overhead (params.launch_us, fitted on "
+            "measured rows of both authors) against hipEvent device time.", "",
+            "| workgroups (8 waves) | flyasm perf us | measured us (median of --launch-repeats) |", "|---|---|---|"]
+    for grid in (1, a.clock_grid):
+        meas = f"{launch_us(rt, grid, a.launch_repeats):.2f}" if rt is not None else "-"
+        out.append(f"| {grid} | {predicted_launch_us(grid):.2f} | {meas} |")
     if rt is None:
         out += ["", f"Not measured: {why}"]
     text = "\n".join(out)

@@ -180,6 +180,9 @@ def test_without_a_gpu_the_script_prints_the_models_table_and_says_why(tmp_path)
     assert f"Not measured: {why}" in r.stdout and md.read_text().strip() == r.stdout.strip()
     rows = {line.split("|")[1].strip(): line for line in r.stdout.splitlines() if line.startswith("| ")}
     assert "| 32.19 / 32.19 |" in rows["nop7"] and "| 16.19 / 32.19 |" in rows["exp"]
+    dispatch = r.stdout.split("## One dispatch by itself")[1]
+    alone = next(line for line in dispatch.splitlines() if line.startswith("| 1 |")).split("|")
+    assert float(alone[2]) > P.load().launch_us and alone[3].strip() == "-"
 
 
 def test_bad_iters_are_one_error_line():
