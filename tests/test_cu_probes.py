@@ -1,9 +1,12 @@
 """The CU probes (kernels/cu_probe.py, benchmarks/cu_probes.py): each runs in the emulator with the
 value its pattern must leave, the emulator's time stamps count what ran between them, the timing model
-prices each pattern by the rule the probe table states, and the script prints the model's table and
-says why nothing was measured without an AMD GPU."""
+prices each pattern by the rule the probe table states, the script prints the model's table and says
+why nothing was measured without an AMD GPU, and its GPU path runs end to end on a fake HIP library
+whose device is the emulator."""
 from __future__ import annotations
 
+import ctypes
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -199,3 +202,123 @@ def test_on_an_amd_gpu_the_probes_measure_and_check():
     ticks, mhz = CU.measure("valu_indep", 4, (8, 32), lambda k, n, w: CP.run(k, n, backend="hip", runtime=rt),
                             rt.wall_clock_khz())
     assert 1.0 <= ticks <= 64.0 and 100.0 <= mhz <= 5000.0
+
+
+class EmulatedHip:
+    """A fake libamdhip64 whose device is flyasm's emulator: device memory is bytearrays at fake
+    addresses, a launch runs the loaded code object on the emulator with the kernarg bytes (each
+    pointer into an allocation mapped onto it), and hipEvents read a clock every launch advances.
+    It lets cu_probes' GPU path run end to end here; what it measures is the emulator's counters."""
+
+    def __init__(self):
+        self.dev, self.next, self.images, self.fns = {}, 0x7000_0000_0000, {}, {}
+        self.clock, self.stamps, self.next_handle, self.launches = 0.0, {}, 0x9000, 0
+
+    def _out(self, p, value, kind=ctypes.c_void_p):
+        ctypes.cast(p, ctypes.POINTER(kind)).contents.value = value
+        return 0
+
+    def _handle(self):
+        self.next_handle += 16
+        return self.next_handle
+
+    def hipInit(self, flags):
+        return 0
+
+    def hipGetErrorString(self, err):
+        return b"emulated error"
+
+    def hipGetDeviceCount(self, n):
+        return self._out(n, 1, ctypes.c_int)
+
+    def hipDeviceGetAttribute(self, val, attr, dev):
+        return self._out(val, {hip.HIP_ATTR_MAX_SHARED_PER_BLOCK: 163840, hip.HIP_ATTR_WALL_CLOCK_RATE: 100000}[attr],
+                         ctypes.c_int)
+
+    def hipModuleLoadData(self, handle, image):
+        head = ctypes.string_at(image, 64)                   # ELF64: the section headers end the file
+        shoff, = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+        h = self._handle()
+        self.images[h] = ctypes.string_at(image, shoff + shentsize * shnum)
+        return self._out(handle, h)
+
+    def hipModuleGetFunction(self, fn, module, name):
+        h = self._handle()
+        self.fns[h] = (self.images[module.value], name.decode())
+        return self._out(fn, h)
+
+    def hipStreamCreate(self, st):
+        return self._out(st, self._handle())
+
+    def hipMalloc(self, p, nbytes):
+        addr = self.next
+        self.dev[addr] = bytearray(nbytes)
+        self.next += (nbytes + 0xFFFF) & ~0xFFFF
+        return self._out(p, addr)
+
+    def hipFree(self, ptr):
+        del self.dev[ptr.value]
+        return 0
+
+    def hipMemcpy(self, dst, src, nbytes, kind):
+        if kind == hip.HIP_MEMCPY_H2D:
+            self.dev[dst.value][:nbytes] = ctypes.string_at(src.value, nbytes)
+        else:
+            ctypes.memmove(dst.value, bytes(self.dev[src.value][:nbytes]), nbytes)
+        return 0
+
+    def hipModuleLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, lds, stream, params, extra):
+        size = ctypes.cast(extra[3], ctypes.POINTER(ctypes.c_size_t)).contents.value
+        kernarg = ctypes.string_at(extra[1], size)
+        co, name = self.fns[fn.value]
+        words = set(struct.unpack_from(f"<{size // 8}Q", kernarg))
+        buffers = {a: np.frombuffer(b, np.uint8) for a, b in self.dev.items() if a in words}
+        res = launch(co, (gx, gy, gz), (bx, by, bz), kernel=name, kernarg=kernarg, buffers=buffers)
+        self.clock += 1e-6 * res.wave_instructions
+        self.launches += 1
+        return 0
+
+    def hipStreamSynchronize(self, st):
+        return 0
+
+    def hipEventCreate(self, ev):
+        return self._out(ev, self._handle())
+
+    def hipEventRecord(self, ev, stream):
+        self.stamps[ev.value] = self.clock
+        return 0
+
+    def hipEventSynchronize(self, ev):
+        return 0
+
+    def hipEventElapsedTime(self, ms, a, b):
+        return self._out(ms, self.stamps[b.value] - self.stamps[a.value], ctypes.c_float)
+
+    def hipEventDestroy(self, ev):
+        return 0
+
+
+def test_the_gpu_path_runs_end_to_end_on_an_emulated_device(tmp_path):
+    """cu_probes' measuring path (launch, records, check, clock, dispatch table) through the fake
+    library above: the measured ticks are the emulator's instruction counts (one instruction a unit
+    and the tail's share, times the waves), and both stamps count alike, so the clock is the
+    wall-clock rate (100 MHz)."""
+    fake = EmulatedHip()
+    md = tmp_path / "probes.md"
+    assert CU.main(["--pattern", "valu_indep", "--iters", "1,2", "--clock-iters", "1", "--clock-grid", "2",
+                    "--launch-repeats", "2", "--md", str(md)], runtime=hip.HipRuntime(lib=fake)) == 0
+    text = md.read_text()
+    assert "Not measured" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| valu_indep |")).split("|")
+    one, two = (float(x) for x in row[6].split(" / "))
+    half_cent = 0.00501                                   # the table prints two decimals
+    assert one == pytest.approx(4 * (1 + TAIL / CP.UNROLL), abs=half_cent)
+    assert two == pytest.approx(8 * (1 + TAIL / CP.UNROLL), abs=half_cent)
+    assert row[7].strip() == "100 / 100"
+    clocks = [line.split("|") for line in text.split("## The clock")[1].splitlines() if line.startswith("| mfma ")]
+    assert [c[4].strip() for c in clocks] == ["100", "100"]
+    dispatch = [line.split("|") for line in text.split("## One dispatch")[1].splitlines()
+                if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    assert len(dispatch) == 2 and all(float(d[3]) > 0 for d in dispatch)
+    assert fake.launches == 4 + 4 + 2 * (10 + 2) and not fake.dev       # every buffer freed
