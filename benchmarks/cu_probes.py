@@ -1,6 +1,7 @@
 """The compute unit's issue rules, as the timing model prices them and, on an AMD GPU, as measured.
 
-    python3 benchmarks/cu_probes.py [--pattern NAME ...] [--iters 64,256] [--clock-grid 512] [--md PATH]
+    python3 benchmarks/cu_probes.py [--pattern NAME ...] [--iters 64,256] [--clock-grid 512] [--clock-iters N]
+                                    [--launch-repeats N] [--md PATH]
 
 Issue 20's last within-run ratio (flydsl#629-b) misses because the model prices FlyDSL's generic
 kernel, a VALU-bound loop full of compare -> s_nop -> v_cndmask idioms, 15-23% slow; every account of
@@ -44,8 +45,6 @@ import cu_probe as CP  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.perf.model import predict  # noqa: E402
 from flyasm.run import hip  # noqa: E402
-
-
 
 MODEL_CHAIN_BYTES = 1 << 20     # the chase buffer the model's launches record (the emulator holds it)
 

@@ -59,6 +59,7 @@ ZERO, ONE, ONE_B, TWO = v[40], v[41], v[42], v[43]
 ONES = v[44:45]
 A, B = v[56:59], v[60:63]
 ACC = (v[64:79], v[80:95])
+SCALAR, MASK, RSRC_CHAIN = s[21], s[22:23], s[28:31]
 WORK = 8                  # independent chains
 
 
@@ -71,9 +72,9 @@ class Pattern:
     """One unit of a probe's loop body and what each account of the hardware says it costs a wave
     running alone on its SIMD. unit: what the costs count (e.g. one VALU op); body(k, i): emits unit i;
     cycles: the CU model's rule (flyasm.perf.cu), why: where the rule comes from; alternatives:
-    {hypothesis: cycles} for issue 20's tested and rejected accounts; expected(n, chain): the check
-    register's value after n units (v8, or the first accumulator for the MFMA patterns: a float, or
-    the uint32 bits); chain_bytes: the size of the buffer the pattern reads (0: none)."""
+    {hypothesis: cycles} for issue 20's tested and rejected accounts; expected(n): the check register's
+    value after n units (v8, or the first accumulator for the MFMA patterns; None for the chases, whose
+    value is `chased`); chain_bytes: the size of the buffer the pattern reads (0: none)."""
     unit: str
     body: object
     cycles: float
@@ -115,15 +116,15 @@ def _nop(n):
 
 def _salu_valu(k, i):
     k.v_add_f32(_w(i), 1.0, _w(i))
-    k.s_add_u32(s[21], s[21], 1)
+    k.s_add_u32(SCALAR, SCALAR, 1)
 
 
 def _cmp_cndmask(k, i):
     """FlyDSL's generic-kernel idiom: a VALU compare writes an SGPR pair that v_cndmask reads as its
     lane mask, with the s_nop the hazard needs between them (LLVM: 2 wait states)."""
-    k.v_cmp_gt_f32_e64(s[22:23], TWO, ONE)          # 2 > 1: every lane true
+    k.v_cmp_gt_f32_e64(MASK, TWO, ONE)              # 2 > 1: every lane true
     k.s_nop(1)
-    k.v_cndmask_b32_e64(v[9], ZERO, _w(0), s[22:23])
+    k.v_cndmask_b32_e64(v[9], ZERO, _w(0), MASK)
     k.v_add_f32(v[8], 1.0, v[8])
 
 
@@ -142,7 +143,7 @@ def _mfma_valu(k, i):
 
 def _chase(k, i):
     """One load whose address is the value the previous one returned, then the wait for it."""
-    k.buffer_load_dword(v[8], v[8], s[28:31], 0, offen=True)
+    k.buffer_load_dword(v[8], v[8], RSRC_CHAIN, 0, offen=True)
     k.s_waitcnt(vmcnt=0)
 
 
