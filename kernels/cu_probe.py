@@ -36,6 +36,7 @@ RSRC_WORD3 = 0x00020000   # gfx9 V# word 3: raw buffer, 32-bit data format (as k
 #  region      registers    holds
 #  tid         v0           workitem id
 #  addr        v1           this wave's record offset (bytes)
+#  store       v[2:5]       the store patterns' lane offsets (spread over lines, contiguous) and data
 #  work        v[8:39]      the pattern's independent accumulators (8 chains; pairs for packed ops)
 #  consts      v[40:47]     0.0, 1.0, 1.0, 2.0 and the packed pair (1.0, 1.0) the patterns read
 #  rec         v[48:55]     the record lane 0 stores
@@ -50,7 +51,7 @@ RSRC_WORD3 = 0x00020000   # gfx9 V# word 3: raw buffer, 32-bit data format (as k
 #  wave        s[24:25]     this wave's index in the workgroup, record base (bytes)
 #  chain_ptr   s[26:27]     the chase patterns' buffer;  rsrc_chain  s[28:31]  its V#
 PLAN = dict(regions={
-    "tid": v[0:0], "addr": v[1:1], "work": v[8:39], "consts": v[40:47], "rec": v[48:55],
+    "tid": v[0:0], "addr": v[1:1], "store": v[2:5], "work": v[8:39], "consts": v[40:47], "rec": v[48:55],
     "mfma_ab": v[56:63], "acc": v[64:95],
     "kernarg": s[0:1], "wg": s[2:2], "out_ptr": s[4:5], "iters": s[6:6], "rsrc": s[8:11],
     "t0": s[12:13], "t1": s[14:15], "r0": s[16:17], "r1": s[18:19], "count": s[20:20], "scalar": s[21:21],
@@ -60,6 +61,8 @@ ONES = v[44:45]
 A, B = v[56:59], v[60:63]
 ACC = (v[64:79], v[80:95])
 SCALAR, MASK, RSRC_CHAIN = s[21], s[22:23], s[28:31]
+SPREAD, CONTIG, SDATA = v[2], v[3], v[4:5]
+STORE_BYTES = 4096        # the store patterns' target: 32 lines the waves rewrite
 WORK = 8                  # independent chains
 
 
@@ -147,6 +150,16 @@ def _chase(k, i):
     k.s_waitcnt(vmcnt=0)
 
 
+def _store(offsets):
+    """One 8-byte store a lane (512 bytes a wave); every 16th also waits until at most 16 are in flight,
+    so the wave never has more outstanding than vmcnt counts (63)."""
+    def body(k, i):
+        k.buffer_store_dwordx2(SDATA, offsets, RSRC_CHAIN, 0, offen=True)
+        if i % 16 == 15:
+            k.s_waitcnt(vmcnt=16)
+    return body
+
+
 LINE = 128                # bytes: each load of a chase touches a line no other load of the cycle does
 
 
@@ -204,6 +217,15 @@ PATTERNS = {
                           "stays in the 256 MB Infinity Cache", None, {}, chain_bytes=64 << 20),
     "chase_hbm": Pattern("dependent load + wait", _chase, 808, "as chase_l2; a 1 GiB cycle misses the Infinity "
                          "Cache too", None, {}, chain_bytes=1 << 30),
+    "store_lines": Pattern("buffer_store_dwordx2 over 32 lines", _store(SPREAD), 128,
+                           "the CU's one port looks up a 128-byte line a clock (ROCm Compute Profiler's vL1D); "
+                           "like FlyDSL's O stores, a wave's 512 bytes fall in 32 lines, 16 bytes each: 32 "
+                           "clocks a store, and the 4 waves' stores take turns", lambda n: 0.0,
+                           {"a store holds the port for its bytes (512 B at 64 B a clock)": 32},
+                           chain_bytes=STORE_BYTES),
+    "store_contig": Pattern("buffer_store_dwordx2, 4 whole lines", _store(CONTIG), 32,
+                            "its 512 bytes at the port's 64 bytes a clock, the 4 waves' stores in turn",
+                            lambda n: 0.0, {}, chain_bytes=STORE_BYTES),
     "mfma": Pattern("v_mfma_f32_32x32x16_bf16", _mfma, 32, "8 passes x 4 cycles (LLVM SISchedule gfx950)",
                     lambda n: 16.0 * -(-n // 2), check=v[64]),
     "mfma_valu": Pattern("MFMA + 7 VALU ops", _mfma_valu, 32, "the VALU ops co-execute under the 32-cycle MFMA, "
@@ -257,6 +279,15 @@ def build(pattern: str, waves: int = 4) -> Kernel:
         for a in ACC:
             for r in a:
                 k.v_mov_b32(r, 0.0)
+        # lane l: spread = (l % 32) x 128 + (l / 32) x 8 (32 lines, 16 bytes each); contig = 8 l
+        k.v_and_b32(CONTIG, 63, k.workitem_id)
+        k.v_and_b32(SPREAD, 31, CONTIG)
+        k.v_lshlrev_b32(SPREAD, 7, SPREAD)
+        k.v_lshrrev_b32(SDATA[0], 5, CONTIG)
+        k.v_lshl_or_b32(SPREAD, SDATA[0], 3, SPREAD)
+        k.v_lshlrev_b32(CONTIG, 3, CONTIG)
+        k.v_mov_b32(SDATA[0], CONTIG)                      # the data: each lane's own offset, twice
+        k.v_mov_b32(SDATA[1], CONTIG)
         k.s_mov_b32(P.scalar, 0)
         k.s_mov_b32(P.count, P.iters)
         k.s_barrier()
