@@ -42,6 +42,7 @@ RSRC_WORD3 = 0x00020000   # gfx9 V# word 3: raw buffer, 32-bit data format (as k
 #  rec         v[48:55]     the record lane 0 stores
 #  mfma_ab     v[56:63]     MFMA A and B (8 bf16 a lane each, all 1.0)
 #  acc         v[64:95]     two 32x32 f32 MFMA accumulators
+#  ring        v[96:159]    the load patterns' destinations, LOAD_RING pairs in turn
 #  kernarg/wg  s[0:2]       kernarg pointer, workgroup id x
 #  args        s[4:6]       out pointer, iters
 #  rsrc        s[8:11]      V# of out
@@ -52,7 +53,7 @@ RSRC_WORD3 = 0x00020000   # gfx9 V# word 3: raw buffer, 32-bit data format (as k
 #  chain_ptr   s[26:27]     the chase patterns' buffer;  rsrc_chain  s[28:31]  its V#
 PLAN = dict(regions={
     "tid": v[0:0], "addr": v[1:1], "store": v[2:5], "work": v[8:39], "consts": v[40:47], "rec": v[48:55],
-    "mfma_ab": v[56:63], "acc": v[64:95],
+    "mfma_ab": v[56:63], "acc": v[64:95], "ring": v[96:159],
     "kernarg": s[0:1], "wg": s[2:2], "out_ptr": s[4:5], "iters": s[6:6], "rsrc": s[8:11],
     "t0": s[12:13], "t1": s[14:15], "r0": s[16:17], "r1": s[18:19], "count": s[20:20], "scalar": s[21:21],
     "mask": s[22:23], "wave": s[24:25], "chain_ptr": s[26:27], "rsrc_chain": s[28:31]}, strict=True)
@@ -75,9 +76,9 @@ class Pattern:
     """One unit of a probe's loop body and what each account of the hardware says it costs a wave
     running alone on its SIMD. unit: what the costs count (e.g. one VALU op); body(k, i): emits unit i;
     cycles: the CU model's rule (flyasm.perf.cu), why: where the rule comes from; alternatives:
-    {hypothesis: cycles} for issue 20's tested and rejected accounts; expected(n): the check register's
-    value after n units (v8, or the first accumulator for the MFMA patterns; None for the chases, whose
-    value is `chased`); chain_bytes: the size of the buffer the pattern reads (0: none)."""
+    {hypothesis: cycles} for issue 20's tested and rejected accounts; expected(n, words): the check
+    register's value after n units (v8, or the first accumulator for the MFMA patterns: a float, or
+    uint32 bits), words being the buffer the pattern uses; chain_bytes: that buffer's size (0: none)."""
     unit: str
     body: object
     cycles: float
@@ -150,13 +151,28 @@ def _chase(k, i):
     k.s_waitcnt(vmcnt=0)
 
 
+LOAD_RING = 32            # the load patterns' destination pairs (UNROLL is a multiple: the ring wraps whole)
+IN_FLIGHT = LOAD_RING - 1  # memory ops the load and store patterns keep in flight: 31 cover the model's
+                           # 800-cycle latency at 4 waves' 8-clock ports (32 a unit) (vmcnt counts 63)
+
+
 def _store(offsets):
-    """One 8-byte store a lane (512 bytes a wave); every 16th also waits until at most 16 are in flight,
-    so the wave never has more outstanding than vmcnt counts (63)."""
+    """One 8-byte store a lane (512 bytes a wave); every 16th also waits until at most IN_FLIGHT are
+    in flight, so the wave never has more outstanding than vmcnt counts (63)."""
     def body(k, i):
         k.buffer_store_dwordx2(SDATA, offsets, RSRC_CHAIN, 0, offen=True)
         if i % 16 == 15:
-            k.s_waitcnt(vmcnt=16)
+            k.s_waitcnt(vmcnt=IN_FLIGHT)
+    return body
+
+
+def _load(offsets):
+    """One 8-byte load a lane from the lines the workgroup already read, into 16 register pairs in turn,
+    each after a wait that leaves IN_FLIGHT in flight: the pair's previous load has landed."""
+    def body(k, i):
+        j = 96 + 2 * (i % LOAD_RING)
+        k.s_waitcnt(vmcnt=IN_FLIGHT)
+        k.buffer_load_dwordx2(v[j:j + 1], offsets, RSRC_CHAIN, 0, offen=True)
     return body
 
 
@@ -181,55 +197,67 @@ def chased(words: np.ndarray, n: int) -> np.uint32:
     return np.uint32(off)
 
 
+def _chased(n: int, words: np.ndarray) -> np.uint32:
+    return chased(words, n)
+
+
 def _chains(per_unit: int):
     """Value of v8 after n units that spread per_unit increments of 1.0 over the WORK chains."""
-    return lambda n: float(-(-(per_unit * n) // WORK))
+    return lambda n, w: float(-(-(per_unit * n) // WORK))
 
 
 TURN = "a wave issues one instruction a 4-cycle turn (ROCm Compute Profiler's scheduler)"
 PATTERNS = {
     "valu_dep": Pattern("VALU op", _valu_dep, 4, "a wave64 VALU op holds the 16-lane SIMD 4 cycles; the next, "
-                        "dependent, issues on the wave's next turn", lambda n: float(n),
+                        "dependent, issues on the wave's next turn", lambda n, w: float(n),
                         {"VALU result latency of 8 cycles": 8}),
     "valu_indep": Pattern("VALU op", _valu_indep, 4, "as valu_dep: independence gains nothing", _chains(1),
                           {"dual issue: a wave pairs independent VALU ops": 2,
                            "co-issue with the SIMD's other wave (Params.valu_coissue): at 2 waves a SIMD": 4}),
     "pk_add_f32": Pattern("v_pk_add_f32", _pk_add, 4, "two f32 a lane in one 4-cycle pass", _chains(1),
                           {"packed f32 in two passes": 8}),
-    "exp": Pattern("v_exp_f32", _exp, 16, "TRANS at a quarter of the VALU rate (LLVM SISchedule)", lambda n: 1.0,
+    "exp": Pattern("v_exp_f32", _exp, 16, "TRANS at a quarter of the VALU rate (LLVM SISchedule)", lambda n, w: 1.0,
                    {"TRANS at half rate": 8}),
     "exp_valu": Pattern("v_exp_f32 + 3 VALU ops", _exp_valu, 28, "TRANS holds the VALU 16 cycles, then 3 x 4",
                         _chains(3), {"a separate TRANS pipe: the VALU ops run under the exp": 16}),
-    "nop0": Pattern("s_nop 0", _nop(0), 4, "one wait state is one turn (" + TURN + ")", lambda n: 0.0,
+    "nop0": Pattern("s_nop 0", _nop(0), 4, "one wait state is one turn (" + TURN + ")", lambda n, w: 0.0,
                     {"a wait state is 1 cycle": 1}),
-    "nop7": Pattern("s_nop 7", _nop(7), 32, "8 wait states, 8 turns", lambda n: 0.0,
+    "nop7": Pattern("s_nop 7", _nop(7), 32, "8 wait states, 8 turns", lambda n, w: 0.0,
                     {"a wait state is 1 cycle": 8}),
     "salu_valu": Pattern("VALU op + SALU op", _salu_valu, 8, TURN, _chains(1),
                          {"one wave's VALU and SALU op issue in the same turn": 4}),
     "cmp_cndmask": Pattern("v_cmp_e64, s_nop 1, v_cndmask, v_add", _cmp_cndmask, 20,
-                           "3 VALU turns, 2 wait-state turns, the v_add's turn", lambda n: float(n),
+                           "3 VALU turns, 2 wait-state turns, the v_add's turn", lambda n, w: float(n),
                            {"a wait state is 1 cycle": 14}),
     "chase_l2": Pattern("dependent load + wait", _chase, 808, "vmem_latency (800, HBM-miss order, one number for "
                         "every read) after the load's turn and its line at the port, to the next turn; a 1 MiB "
-                        "cycle stays in the XCD's 4 MB L2", None,
+                        "cycle stays in the XCD's 4 MB L2", _chased,
                         {"an L2 hit at 500 cycles (tested in session 11)": 500}, chain_bytes=1 << 20),
     "chase_mall": Pattern("dependent load + wait", _chase, 808, "as chase_l2; a 64 MiB cycle misses the L2 and "
-                          "stays in the 256 MB Infinity Cache", None, {}, chain_bytes=64 << 20),
+                          "stays in the 256 MB Infinity Cache", _chased, {}, chain_bytes=64 << 20),
     "chase_hbm": Pattern("dependent load + wait", _chase, 808, "as chase_l2; a 1 GiB cycle misses the Infinity "
-                         "Cache too", None, {}, chain_bytes=1 << 30),
+                         "Cache too", _chased, {}, chain_bytes=1 << 30),
     "store_lines": Pattern("buffer_store_dwordx2 over 32 lines", _store(SPREAD), 128,
                            "the CU's one port looks up a 128-byte line a clock (ROCm Compute Profiler's vL1D); "
                            "like FlyDSL's O stores, a wave's 512 bytes fall in 32 lines, 16 bytes each: 32 "
-                           "clocks a store, and the 4 waves' stores take turns", lambda n: 0.0,
+                           "clocks a store, and the 4 waves' stores take turns", lambda n, w: 0.0,
                            {"a store holds the port for its bytes (512 B at 64 B a clock)": 32},
                            chain_bytes=STORE_BYTES),
     "store_contig": Pattern("buffer_store_dwordx2, 4 whole lines", _store(CONTIG), 32,
                             "its 512 bytes at the port's 64 bytes a clock, the 4 waves' stores in turn",
-                            lambda n: 0.0, {}, chain_bytes=STORE_BYTES),
+                            lambda n, w: 0.0, {}, chain_bytes=STORE_BYTES),
+    "load_lines": Pattern("buffer_load_dwordx2 over 32 lines", _load(SPREAD), 128,
+                          "as store_lines: a partial line read again costs its lookup, not another fill "
+                          "(session 10's partial-line port pricing; like FlyDSL's Q loads)",
+                          lambda n, w: w[0], {"a load holds the port for its bytes": 32}, check=v[96],
+                          chain_bytes=STORE_BYTES),
+    "load_contig": Pattern("buffer_load_dwordx2, 4 whole lines", _load(CONTIG), 32,
+                           "its 512 bytes at the port's 64 bytes a clock", lambda n, w: w[0], {}, check=v[96],
+                           chain_bytes=STORE_BYTES),
     "mfma": Pattern("v_mfma_f32_32x32x16_bf16", _mfma, 32, "8 passes x 4 cycles (LLVM SISchedule gfx950)",
-                    lambda n: 16.0 * -(-n // 2), check=v[64]),
+                    lambda n, w: 16.0 * -(-n // 2), check=v[64]),
     "mfma_valu": Pattern("MFMA + 7 VALU ops", _mfma_valu, 32, "the VALU ops co-execute under the 32-cycle MFMA, "
-                         "which takes the VALU port for its 4 issue cycles", lambda n: 16.0 * -(-n // 2),
+                         "which takes the VALU port for its 4 issue cycles", lambda n, w: 16.0 * -(-n // 2),
                          {"no VALU during an 8-pass MFMA's first 2 passes (ROCm/llvm-project PR 2838)": 36},
                          check=v[64]),
 }
@@ -305,7 +333,7 @@ def build(pattern: str, waves: int = 4) -> Kernel:
         k.label("timed_end")
         k.s_memtime(P.t1)
         k.s_memrealtime(P.r1)
-        k.s_waitcnt(lgkmcnt=0)
+        k.s_waitcnt(vmcnt=0, lgkmcnt=0)                    # the stamps, and the memory patterns' last ops
     with k.region("record"):
         k.s_sub_u32(P.t1[0], P.t1[0], P.t0[0])
         k.s_subb_u32(P.t1[1], P.t1[1], P.t0[1])
@@ -332,11 +360,9 @@ def records(out: np.ndarray) -> dict:
 
 
 def expected_bits(pattern: str, n: int, words: np.ndarray | None = None) -> np.uint32:
-    """The check register's bits after n units of the pattern (words: the chase buffer it read)."""
-    pat = PATTERNS[pattern]
-    if pat.chain_bytes:
-        return chased(words, n)
-    return np.float32(pat.expected(n)).view(np.uint32)
+    """The check register's bits after n units of the pattern (words: the buffer it used)."""
+    v = PATTERNS[pattern].expected(n, words)
+    return np.float32(v).view(np.uint32) if isinstance(v, float) else np.uint32(v)
 
 
 def run(k: Kernel, iters: int, grid: int = 1, backend: str = "emu", chain_words=None, **launch_kw) -> dict:
