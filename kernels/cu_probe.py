@@ -220,7 +220,7 @@ PATTERNS = {
                    {"TRANS at half rate": 8}),
     "exp_valu": Pattern("v_exp_f32 + 3 VALU ops", _exp_valu, 28, "TRANS holds the VALU 16 cycles, then 3 x 4",
                         _chains(3), {"a separate TRANS pipe: the VALU ops run under the exp": 16}),
-    "nop0": Pattern("s_nop 0", _nop(0), 4, "one wait state is one turn (" + TURN + ")", lambda n, w: 0.0,
+    "nop0": Pattern("s_nop 0", _nop(0), 4, "one wait state is one turn; " + TURN, lambda n, w: 0.0,
                     {"a wait state is 1 cycle": 1}),
     "nop7": Pattern("s_nop 7", _nop(7), 32, "8 wait states, 8 turns", lambda n, w: 0.0,
                     {"a wait state is 1 cycle": 8}),
