@@ -10,7 +10,8 @@ faster transcendentals, MFMA -> VALU issue rules) changes the price of a single 
 This measures those patterns one at a time (kernels/cu_probe.py: a loop of one pattern timed with
 the shader clock inside the kernel).
 
-For each pattern and workgroup size (4 waves: one a SIMD; 8: two a SIMD), one workgroup on one CU:
+For each pattern and workgroup size (4 waves: one a SIMD; 8: two a SIMD, if the waves of a workgroup
+go to the SIMDs round-robin, as the model assumes), one workgroup on one CU:
 - model: the CU model's rule for one unit (its docstring, flyasm.perf.cu);
 - flyasm perf: what the model prices, per unit and wave: the difference of two predicted launches
   (--iters rounds each) over the units between them, so set-up and stores cancel;
