@@ -1,7 +1,7 @@
 """The compute unit's issue rules, as the timing model prices them and, on an AMD GPU, as measured.
 
     python3 benchmarks/cu_probes.py [--pattern NAME ...] [--iters 64,256] [--clock-grid 512] [--clock-iters N]
-                                    [--launch-repeats N] [--md PATH]
+                                    [--launch-repeats N] [--md PATH] [--json PATH]
 
 Issue 20's last within-run ratio (flydsl#629-b) misses because the model prices FlyDSL's generic
 kernel, a VALU-bound loop full of compare -> s_nop -> v_cndmask idioms, 15-23% slow; every account of
@@ -32,6 +32,7 @@ GPU the script prints the model's columns, says why nothing was measured, and ex
 from __future__ import annotations
 
 import argparse
+import json
 import struct
 import sys
 from pathlib import Path
@@ -140,6 +141,7 @@ def main(argv=None, runtime=None) -> int:
     ap.add_argument("--clock-iters", type=int, default=200000, help="rounds of the clock table's launches")
     ap.add_argument("--launch-repeats", type=int, default=200, help="launches timed for the dispatch table")
     ap.add_argument("--md", type=Path, help="also write the tables here")
+    ap.add_argument("--json", type=Path, help="also write the numbers here (model and measured, per pattern)")
     a = ap.parse_args(argv)
     try:
         iters = tuple(int(x) for x in a.iters.split(","))
@@ -162,6 +164,7 @@ def main(argv=None, runtime=None) -> int:
            f"Cycles a unit for one wave; flyasm perf's include the loop's 3 scalar instructions a round "
            f"({4 * 3 / CP.UNROLL:g} cycles a unit at one wave a SIMD).", "", table(rows), ""]
     p = P.load()
+    clocks, dispatch = [], []
     out += ["## The clock each pattern runs at", "",
             "The model's clock depends only on the fraction of CUs a launch keeps busy (params.clock_mhz); a "
             "power limit that depends on what the CUs do would show as different clocks for the two patterns.", "",
@@ -171,20 +174,33 @@ def main(argv=None, runtime=None) -> int:
             mhz = "-"
             if rt is not None:
                 mhz = f"{clock_mhz(on_gpu(CP.build(name, 8), a.clock_iters, grid=grid), khz):.0f}"
-            out.append(f"| {name} | {grid} | {p.clock_mhz(min(1.0, grid / p.n_cu)):.0f} | {mhz} |")
+            model_mhz = p.clock_mhz(min(1.0, grid / p.n_cu))
+            clocks.append(dict(pattern=name, workgroups=grid, model_mhz=model_mhz,
+                               measured_mhz=None if mhz == "-" else float(mhz)))
+            out.append(f"| {name} | {grid} | {model_mhz:.0f} | {mhz} |")
     out += ["", "## One dispatch by itself", "",
             "A probe launch that runs no round: the model's launch overhead (params.launch_us, fitted on "
             "measured rows of both authors) against hipEvent device time.", "",
             "| workgroups (8 waves) | flyasm perf us | measured us (median of --launch-repeats) |", "|---|---|---|"]
     for grid in (1, a.clock_grid):
-        meas = f"{launch_us(rt, grid, a.launch_repeats):.2f}" if rt is not None else "-"
-        out.append(f"| {grid} | {predicted_launch_us(grid):.2f} | {meas} |")
+        meas = launch_us(rt, grid, a.launch_repeats) if rt is not None else None
+        model_us = predicted_launch_us(grid)
+        dispatch.append(dict(workgroups=grid, model_us=model_us, measured_us=meas))
+        out.append(f"| {grid} | {model_us:.2f} | {'-' if meas is None else f'{meas:.2f}'} |")
     if rt is None:
         out += ["", f"Not measured: {why}"]
     text = "\n".join(out)
     print(text)
     if a.md:
         a.md.write_text(text + "\n")
+    if a.json:
+        patterns = [dict(pattern=r["pattern"], unit=CP.PATTERNS[r["pattern"]].unit, waves=list(CP.WAVES),
+                         rule=CP.PATTERNS[r["pattern"]].cycles, model=r["perf"],
+                         alternatives=CP.PATTERNS[r["pattern"]].alternatives,
+                         measured=[m for m, _ in r["measured"]] if "measured" in r else None,
+                         mhz=[c for _, c in r["measured"]] if "measured" in r else None) for r in rows]
+        a.json.write_text(json.dumps(dict(measured=rt is not None, reason=why or None, iters=list(iters),
+                                          patterns=patterns, clocks=clocks, dispatch=dispatch), indent=1) + "\n")
     return 0
 
 

@@ -6,6 +6,7 @@ whose device is the emulator."""
 from __future__ import annotations
 
 import ctypes
+import json
 import struct
 import subprocess
 import sys
@@ -190,10 +191,13 @@ def test_without_a_gpu_the_script_prints_the_models_table_and_says_why(tmp_path)
     ok, why = hip.available()
     if ok:
         pytest.skip("an AMD GPU is present: the no-GPU path does not run")
-    md = tmp_path / "probes.md"
+    md, js = tmp_path / "probes.md", tmp_path / "probes.json"
     r = subprocess.run([sys.executable, "benchmarks/cu_probes.py", "--pattern", "nop7", "--pattern", "exp",
-                        "--md", str(md)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                        "--md", str(md), "--json", str(js)], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(js.read_text())
+    assert data["measured"] is False and data["reason"] == why
+    assert [p["pattern"] for p in data["patterns"]] == ["nop7", "exp"] and data["patterns"][0]["measured"] is None
     assert f"Not measured: {why}" in r.stdout and md.read_text().strip() == r.stdout.strip()
     rows = {line.split("|")[1].strip(): line for line in r.stdout.splitlines() if line.startswith("| ")}
     assert "| 32.19 / 32.19 |" in rows["nop7"] and "| 16.19 / 32.19 |" in rows["exp"]
@@ -319,9 +323,13 @@ def test_the_gpu_path_runs_end_to_end_on_an_emulated_device(tmp_path):
     and the tail's share, times the waves), and both stamps count alike, so the clock is the
     wall-clock rate (100 MHz)."""
     fake = EmulatedHip()
-    md = tmp_path / "probes.md"
+    md, js = tmp_path / "probes.md", tmp_path / "probes.json"
     assert CU.main(["--pattern", "valu_indep", "--iters", "1,2", "--clock-iters", "1", "--clock-grid", "2",
-                    "--launch-repeats", "2", "--md", str(md)], runtime=hip.HipRuntime(lib=fake)) == 0
+                    "--launch-repeats", "2", "--md", str(md), "--json", str(js)], runtime=hip.HipRuntime(lib=fake)) == 0
+    data = json.loads(js.read_text())
+    assert data["measured"] and data["iters"] == [1, 2] and data["patterns"][0]["pattern"] == "valu_indep"
+    assert data["patterns"][0]["measured"] == pytest.approx([4 * (1 + TAIL / CP.UNROLL), 8 * (1 + TAIL / CP.UNROLL)])
+    assert [c["measured_mhz"] for c in data["clocks"]] == [100.0] * 4 and len(data["dispatch"]) == 2
     text = md.read_text()
     assert "Not measured" not in text
     row = next(line for line in text.splitlines() if line.startswith("| valu_indep |")).split("|")
