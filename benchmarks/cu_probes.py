@@ -1,7 +1,7 @@
 """The compute unit's issue rules, as the timing model prices them and, on an AMD GPU, as measured.
 
     python3 benchmarks/cu_probes.py [--pattern NAME ...] [--iters 64,256] [--clock-grid 512] [--clock-iters N]
-                                    [--launch-repeats N] [--md PATH] [--json PATH]
+                                    [--rounds N] [--launch-repeats N] [--md PATH] [--json PATH]
 
 Issue 20's last within-run ratio (flydsl#629-b) misses because the model prices FlyDSL's generic
 kernel, a VALU-bound loop full of compare -> s_nop -> v_cndmask idioms, 15-23% slow; every account of
@@ -25,7 +25,9 @@ neither: the model prices every read of them at one fitted latency (params.vmem_
 The clock table runs the MFMA and the VALU pattern on 1 and on --clock-grid workgroups (every CU
 busy) for --clock-iters rounds, long enough to reach the sustained clock: the model takes the clock
 from the fraction of CUs busy alone (params.clock_mhz); a power limit that depends on what the CUs
-do would show as different clocks for the two patterns. The dispatch table times a launch that runs
+do would show as different clocks for the two patterns. A long launch of the MFMA pattern (--rounds
+workgroups a slot) gives the clock by when its waves began: the model has one clock a launch. The
+dispatch table times a launch that runs
 no round (hipEvents, as benchmarks/silicon.py) against the model's launch overhead. Without an AMD
 GPU the script prints the model's columns, says why nothing was measured, and exits 0.
 """
@@ -49,6 +51,7 @@ from flyasm.perf.model import predict  # noqa: E402
 from flyasm.run import hip  # noqa: E402
 
 MODEL_CHAIN_BYTES = 1 << 20     # the chase buffer the model's launches record (the emulator holds it)
+GROUPS = 4                      # start-time groups of the long launch's clock table
 
 
 def predicted_cycles(co: bytes, threads: int, iters: int, words: np.ndarray, params=None) -> int:
@@ -95,6 +98,20 @@ def clock_mhz(rec: dict, khz: float) -> float:
     return float(np.median(rec["ticks"] / np.maximum(rec["realtime"], 1))) * khz / 1e3
 
 
+def clock_by_start(rec: dict, khz: float, groups: int) -> list[tuple[float, float]]:
+    """(start, MHz) for `groups` groups of a launch's waves, ordered by when their timed loops began:
+    each group's median start in microseconds after the first wave's, and the median clock it ran at
+    (clock_mhz). A clock that falls as a long launch heats or draws power shows as a falling column."""
+    order = np.argsort(rec["start"], kind="stable")
+    t0 = int(rec["start"][order[0]])
+    out = []
+    for idx in np.array_split(order, groups):
+        part = {k: v[idx] for k, v in rec.items()}
+        start = float(np.median(part["start"].astype(np.float64) - t0)) / khz * 1e3
+        out.append((start, clock_mhz(part, khz)))
+    return out
+
+
 def launch_us(rt, grid: int, repeats: int) -> float:
     """Median device microseconds of a probe launch that runs no round (hipEvents around each launch,
     benchmarks/silicon.py's time_events): what one dispatch of `grid` workgroups costs by itself."""
@@ -139,6 +156,7 @@ def main(argv=None, runtime=None) -> int:
     ap.add_argument("--iters", default="64,256", help="the two round counts whose difference is timed")
     ap.add_argument("--clock-grid", type=int, default=512, help="workgroups of the clock table (AMD GPU only)")
     ap.add_argument("--clock-iters", type=int, default=200000, help="rounds of the clock table's launches")
+    ap.add_argument("--rounds", type=int, default=8, help="workgroups a clock-grid slot in the long launch")
     ap.add_argument("--launch-repeats", type=int, default=200, help="launches timed for the dispatch table")
     ap.add_argument("--md", type=Path, help="also write the tables here")
     ap.add_argument("--json", type=Path, help="also write the numbers here (model and measured, per pattern)")
@@ -178,6 +196,17 @@ def main(argv=None, runtime=None) -> int:
             clocks.append(dict(pattern=name, workgroups=grid, model_mhz=model_mhz,
                                measured_mhz=None if mhz == "-" else float(mhz)))
             out.append(f"| {name} | {grid} | {model_mhz:.0f} | {mhz} |")
+    over = []
+    out += ["", "## The clock over one long launch", "",
+            f"The MFMA pattern on {a.rounds} x {a.clock_grid} workgroups (several rounds a CU); its waves in "
+            f"{GROUPS} groups by when they began. The model's clock is one number for the launch.", "",
+            "| waves begun (group) | median start, us | the model's MHz | measured MHz |", "|---|---|---|---|"]
+    if rt is not None:
+        over = clock_by_start(on_gpu(CP.build("mfma", 8), max(1, a.clock_iters // a.rounds),
+                                     grid=a.rounds * a.clock_grid), khz, GROUPS)
+    for g in range(GROUPS):
+        start, mhz = (f"{over[g][0]:.0f}", f"{over[g][1]:.0f}") if over else ("-", "-")
+        out.append(f"| {g + 1} of {GROUPS} | {start} | {p.clock_mhz(1.0):.0f} | {mhz} |")
     out += ["", "## One dispatch by itself", "",
             "A probe launch that runs no round: the model's launch overhead (params.launch_us, fitted on "
             "measured rows of both authors) against hipEvent device time.", "",
@@ -200,7 +229,9 @@ def main(argv=None, runtime=None) -> int:
                          measured=[m for m, _ in r["measured"]] if "measured" in r else None,
                          mhz=[c for _, c in r["measured"]] if "measured" in r else None) for r in rows]
         a.json.write_text(json.dumps(dict(measured=rt is not None, reason=why or None, iters=list(iters),
-                                          patterns=patterns, clocks=clocks, dispatch=dispatch), indent=1) + "\n")
+                                          patterns=patterns, clocks=clocks, dispatch=dispatch,
+                                          clock_by_start=[dict(start_us=t, mhz=m) for t, m in over]),
+                                     indent=1) + "\n")
     return 0
 
 

@@ -8,8 +8,9 @@ model (flyasm.perf.cu) assumes and what issue 20's rejected hypotheses assumed i
 Every wave: loads its arguments, meets the others at a barrier, reads s_memtime and s_memrealtime,
 runs `iters` rounds of the pattern (UNROLL copies a round, then a 3-instruction scalar loop tail),
 reads both counters again, and lane 0 writes one record of RECORD dwords to out[workgroup, wave]:
-shader-clock ticks, real-time ticks (both 64-bit, end - start) and the pattern's check value (the
-bits of its check register, whose value after the run each pattern states: `expected_bits`).
+shader-clock ticks, real-time ticks (both 64-bit, end - start), the pattern's check value (the
+bits of its check register, whose value after the run each pattern states: `expected_bits`), and the
+real time its timed loop began.
 s_memtime counts the shader clock and s_memrealtime a fixed-frequency counter (LLVM: the former
 backs __builtin_readcyclecounter on gfx9, the latter __builtin_amdgcn_s_memrealtime, 100 MHz on
 gfx9 parts), so their ratio is the clock the pattern ran at.
@@ -29,7 +30,8 @@ from flyasm.isa.operands import exec_
 from flyasm.plan import RegisterPlan
 
 UNROLL = 64               # pattern copies a loop round (its 3-instruction tail: 12/64 cycles a unit)
-RECORD = 8                # dwords per wave: ticks lo/hi, real-time ticks lo/hi, check value, 3 unused
+RECORD = 8                # dwords a wave: ticks lo/hi, real-time ticks lo/hi, check value, start
+                          # real time lo/hi (when the wave's timed loop began, on the device's clock), 1 unused
 RSRC_WORD3 = 0x00020000   # gfx9 V# word 3: raw buffer, 32-bit data format (as kernels/vector_add.py)
 
 # ---- the register plan (inclusive ranges) --------------------------------------------------------
@@ -342,8 +344,9 @@ def build(pattern: str, waves: int = 4) -> Kernel:
         for j, r in enumerate((P.t1[0], P.t1[1], P.r1[0], P.r1[1])):
             k.v_mov_b32(P.rec[j], r)
         k.v_mov_b32(P.rec[4], pat.check)
-        for j in range(5, RECORD):
-            k.v_mov_b32(P.rec[j], 0)
+        k.v_mov_b32(P.rec[5], P.r0[0])
+        k.v_mov_b32(P.rec[6], P.r0[1])
+        k.v_mov_b32(P.rec[7], 0)
         k.s_mov_b64(exec_, 1)                               # lane 0 writes the wave's record
         k.buffer_store_dwordx4(P.rec[0:3], P.addr, P.rsrc, 0, offen=True)
         k.buffer_store_dwordx4(P.rec[4:7], P.addr, P.rsrc, 0, offen=True, offset=16)
@@ -352,11 +355,12 @@ def build(pattern: str, waves: int = 4) -> Kernel:
 
 
 def records(out: np.ndarray) -> dict:
-    """{ticks, realtime, check} arrays (one entry a wave) from the out buffer's uint32 words."""
+    """{ticks, realtime, check, start} arrays (one entry a wave) from the out buffer's uint32 words."""
     r = np.asarray(out, np.uint32).reshape(-1, RECORD)
     return {"ticks": r[:, 0].astype(np.uint64) | (r[:, 1].astype(np.uint64) << np.uint64(32)),
             "realtime": r[:, 2].astype(np.uint64) | (r[:, 3].astype(np.uint64) << np.uint64(32)),
-            "check": r[:, 4].copy()}
+            "check": r[:, 4].copy(),
+            "start": r[:, 5].astype(np.uint64) | (r[:, 6].astype(np.uint64) << np.uint64(32))}
 
 
 def expected_bits(pattern: str, n: int, words: np.ndarray | None = None) -> np.uint32:

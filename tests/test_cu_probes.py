@@ -173,6 +173,17 @@ def test_measure_turns_two_launches_into_ticks_a_unit_and_a_clock():
     assert ticks == pytest.approx(8 * (_round("chase_mall") + TAIL) / CP.UNROLL)
 
 
+def test_the_clock_by_start_groups_waves_by_when_they_began():
+    """Eight waves, the later four at half the clock: two groups, each's median start (real-time ticks
+    at 100 MHz = 10 ns each, from the first wave's) and clock."""
+    start = np.array([50, 0, 10, 20, 1000, 1010, 1020, 1030], np.uint64)
+    realtime = np.full(8, 1000, np.uint64)
+    ticks = np.array([2000, 2000, 2000, 2000, 1000, 1000, 1000, 1000], np.uint64)
+    got = CU.clock_by_start(dict(start=start, realtime=realtime, ticks=ticks, check=np.zeros(8, np.uint32)),
+                            100_000, 2)
+    assert got == [pytest.approx((0.15, 200.0)), pytest.approx((10.15, 100.0))]
+
+
 def test_measure_stops_at_a_wave_with_a_wrong_value():
     def wrong(k, n, words):
         rec = CP.run(k, n)
@@ -324,12 +335,15 @@ def test_the_gpu_path_runs_end_to_end_on_an_emulated_device(tmp_path):
     wall-clock rate (100 MHz)."""
     fake = EmulatedHip()
     md, js = tmp_path / "probes.md", tmp_path / "probes.json"
-    assert CU.main(["--pattern", "valu_indep", "--iters", "1,2", "--clock-iters", "1", "--clock-grid", "2",
-                    "--launch-repeats", "2", "--md", str(md), "--json", str(js)], runtime=hip.HipRuntime(lib=fake)) == 0
+    assert CU.main(["--pattern", "valu_indep", "--iters", "1,2", "--clock-iters", "2", "--clock-grid", "2",
+                    "--rounds", "2", "--launch-repeats", "2", "--md", str(md), "--json", str(js)],
+                   runtime=hip.HipRuntime(lib=fake)) == 0
     data = json.loads(js.read_text())
     assert data["measured"] and data["iters"] == [1, 2] and data["patterns"][0]["pattern"] == "valu_indep"
     assert data["patterns"][0]["measured"] == pytest.approx([4 * (1 + TAIL / CP.UNROLL), 8 * (1 + TAIL / CP.UNROLL)])
     assert [c["measured_mhz"] for c in data["clocks"]] == [100.0] * 4 and len(data["dispatch"]) == 2
+    starts = [g["start_us"] for g in data["clock_by_start"]]
+    assert [g["mhz"] for g in data["clock_by_start"]] == [100.0] * 4 and starts == sorted(starts)
     text = md.read_text()
     assert "Not measured" not in text
     row = next(line for line in text.splitlines() if line.startswith("| valu_indep |")).split("|")
@@ -343,4 +357,4 @@ def test_the_gpu_path_runs_end_to_end_on_an_emulated_device(tmp_path):
     dispatch = [line.split("|") for line in text.split("## One dispatch")[1].splitlines()
                 if line.startswith("| 1 |") or line.startswith("| 2 |")]
     assert len(dispatch) == 2 and all(float(d[3]) > 0 for d in dispatch)
-    assert fake.launches == 4 + 4 + 2 * (10 + 2) and not fake.dev       # every buffer freed
+    assert fake.launches == 4 + 4 + 1 + 2 * (10 + 2) and not fake.dev   # every buffer freed
