@@ -27,6 +27,7 @@ from flyasm.emu.memory import EmuError  # noqa: E402
 from flyasm.isa.operands import exec_  # noqa: E402
 from flyasm.perf import params as P  # noqa: E402
 from flyasm.run import hip, launch  # noqa: E402
+from test_hip_backend import FakeHipDevice  # noqa: E402
 
 TAIL = 3        # the probe loop's s_sub, s_cmp, s_cbranch a round
 
@@ -233,99 +234,46 @@ def test_on_an_amd_gpu_the_probes_measure_and_check():
     assert 1.0 <= ticks <= 64.0 and 100.0 <= mhz <= 5000.0
 
 
-class EmulatedHip:
-    """A fake libamdhip64 whose device is flyasm's emulator: device memory is bytearrays at fake
-    addresses, a launch runs the loaded code object on the emulator with the kernarg bytes (each
-    pointer into an allocation mapped onto it), and hipEvents read a clock every launch advances.
-    It lets cu_probes' GPU path run end to end here; what it measures is the emulator's counters."""
+class EmulatedHip(FakeHipDevice):
+    """A fake libamdhip64 whose device is flyasm's emulator: FakeHipDevice's memory and hipEvents, and
+    a launch that runs the loaded code object on the emulator with the kernarg bytes (each pointer into
+    an allocation mapped onto it), advancing the event clock by what it executed. It lets cu_probes'
+    GPU path run end to end here; what it measures is the emulator's counters."""
 
     def __init__(self):
-        self.dev, self.next, self.images, self.fns = {}, 0x7000_0000_0000, {}, {}
-        self.clock, self.stamps, self.next_handle, self.launches = 0.0, {}, 0x9000, 0
-
-    def _out(self, p, value, kind=ctypes.c_void_p):
-        ctypes.cast(p, ctypes.POINTER(kind)).contents.value = value
-        return 0
-
-    def _handle(self):
-        self.next_handle += 16
-        return self.next_handle
-
-    def hipInit(self, flags):
-        return 0
-
-    def hipGetErrorString(self, err):
-        return b"emulated error"
-
-    def hipGetDeviceCount(self, n):
-        return self._out(n, 1, ctypes.c_int)
+        super().__init__()
+        self.images, self.fns, self.launches = {}, {}, 0
 
     def hipDeviceGetAttribute(self, val, attr, dev):
-        return self._out(val, {hip.HIP_ATTR_MAX_SHARED_PER_BLOCK: 163840, hip.HIP_ATTR_WALL_CLOCK_RATE: 100000}[attr],
-                         ctypes.c_int)
+        value = {hip.HIP_ATTR_MAX_SHARED_PER_BLOCK: 163840, hip.HIP_ATTR_WALL_CLOCK_RATE: 100000}[attr]
+        ctypes.cast(val, ctypes.POINTER(ctypes.c_int)).contents.value = value
+        return self._rec("hipDeviceGetAttribute")
 
     def hipModuleLoadData(self, handle, image):
         head = ctypes.string_at(image, 64)                   # ELF64: the section headers end the file
         shoff, = struct.unpack_from("<Q", head, 0x28)
         shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
-        h = self._handle()
+        h = 0x1000 + 16 * len(self.images)
         self.images[h] = ctypes.string_at(image, shoff + shentsize * shnum)
-        return self._out(handle, h)
+        ctypes.cast(handle, ctypes.POINTER(ctypes.c_void_p)).contents.value = h
+        return self._rec("hipModuleLoadData")
 
     def hipModuleGetFunction(self, fn, module, name):
-        h = self._handle()
+        h = 0x2000 + 16 * len(self.fns)
         self.fns[h] = (self.images[module.value], name.decode())
-        return self._out(fn, h)
+        ctypes.cast(fn, ctypes.POINTER(ctypes.c_void_p)).contents.value = h
+        return self._rec("hipModuleGetFunction")
 
-    def hipStreamCreate(self, st):
-        return self._out(st, self._handle())
-
-    def hipMalloc(self, p, nbytes):
-        addr = self.next
-        self.dev[addr] = bytearray(nbytes)
-        self.next += (nbytes + 0xFFFF) & ~0xFFFF
-        return self._out(p, addr)
-
-    def hipFree(self, ptr):
-        del self.dev[ptr.value]
-        return 0
-
-    def hipMemcpy(self, dst, src, nbytes, kind):
-        if kind == hip.HIP_MEMCPY_H2D:
-            self.dev[dst.value][:nbytes] = ctypes.string_at(src.value, nbytes)
-        else:
-            ctypes.memmove(dst.value, bytes(self.dev[src.value][:nbytes]), nbytes)
-        return 0
-
-    def hipModuleLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, lds, stream, params, extra):
-        size = ctypes.cast(extra[3], ctypes.POINTER(ctypes.c_size_t)).contents.value
-        kernarg = ctypes.string_at(extra[1], size)
-        co, name = self.fns[fn.value]
-        words = set(struct.unpack_from(f"<{size // 8}Q", kernarg))
-        buffers = {a: np.frombuffer(b, np.uint8) for a, b in self.dev.items() if a in words}
-        res = launch(co, (gx, gy, gz), (bx, by, bz), kernel=name, kernarg=kernarg, buffers=buffers)
+    def hipModuleLaunchKernel(self, *a):
+        rc = super().hipModuleLaunchKernel(*a)
+        ka = self.launched["kernarg"]
+        co, name = self.fns[self.launched["fn"]]
+        words = set(struct.unpack_from(f"<{len(ka) // 8}Q", ka))
+        buffers = {addr: np.frombuffer(b, np.uint8) for addr, b in self.dev.items() if addr in words}
+        res = launch(co, self.launched["grid"], self.launched["block"], kernel=name, kernarg=ka, buffers=buffers)
         self.clock += 1e-6 * res.wave_instructions
         self.launches += 1
-        return 0
-
-    def hipStreamSynchronize(self, st):
-        return 0
-
-    def hipEventCreate(self, ev):
-        return self._out(ev, self._handle())
-
-    def hipEventRecord(self, ev, stream):
-        self.stamps[ev.value] = self.clock
-        return 0
-
-    def hipEventSynchronize(self, ev):
-        return 0
-
-    def hipEventElapsedTime(self, ms, a, b):
-        return self._out(ms, self.stamps[b.value] - self.stamps[a.value], ctypes.c_float)
-
-    def hipEventDestroy(self, ev):
-        return 0
+        return rc
 
 
 def test_the_gpu_path_runs_end_to_end_on_an_emulated_device(tmp_path):

@@ -63,6 +63,71 @@ class FakeHip:
         return self._rec("hipStreamSynchronize")
 
 
+class FakeHipDevice(FakeHip):
+    """FakeHip plus device memory (bytearrays at fake addresses; copies at any offset inside an
+    allocation) and hipEvents on a fake clock, which a subclass's launch advances."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.dev, self.next, self.allocated = {}, 0x7000_0000_0000, []
+        self.clock, self.stamps, self.next_event = 0.0, {}, 0x9000
+
+    def hipMalloc(self, p, nbytes):
+        ctypes.cast(p, ctypes.POINTER(ctypes.c_void_p)).contents.value = self.next
+        self.dev[self.next] = bytearray(nbytes)
+        self.allocated.append((self.next, nbytes))
+        self.next += (nbytes + 0xFFFF) & ~0xFFFF
+        return self._rec("hipMalloc")
+
+    def hipFree(self, ptr):
+        del self.dev[ptr.value]
+        return self._rec("hipFree")
+
+    def _at(self, addr, nbytes):
+        base = max(b for b in self.dev if b <= addr)
+        assert addr + nbytes <= base + len(self.dev[base]), "access outside an allocation"
+        return self.dev[base], addr - base
+
+    def read(self, addr, nbytes) -> bytes:
+        buf, off = self._at(addr, nbytes)
+        return bytes(buf[off:off + nbytes])
+
+    def hipMemcpy(self, dst, src, nbytes, kind):
+        if kind == hip.HIP_MEMCPY_H2D:
+            buf, off = self._at(dst.value, nbytes)
+            buf[off:off + nbytes] = ctypes.string_at(src.value, nbytes)
+        else:
+            ctypes.memmove(dst.value, self.read(src.value, nbytes), nbytes)
+        return self._rec(f"hipMemcpy{kind}")
+
+    def hipMemset(self, dst, byte, nbytes):
+        buf, off = self._at(dst.value, nbytes)
+        buf[off:off + nbytes] = bytes([byte]) * nbytes
+        return self._rec("hipMemset")
+
+    def hipEventCreate(self, ev):
+        ctypes.cast(ev, ctypes.POINTER(ctypes.c_void_p)).contents.value = self.next_event
+        self.next_event += 1
+        return self._rec("hipEventCreate")
+
+    def hipEventRecord(self, ev, stream):
+        assert stream.value == 0x3000
+        self.stamps[ev.value] = self.clock
+        return self._rec("hipEventRecord")
+
+    def hipEventSynchronize(self, ev):
+        assert ev.value in self.stamps
+        return self._rec("hipEventSynchronize")
+
+    def hipEventElapsedTime(self, ms, a, b):
+        ctypes.cast(ms, ctypes.POINTER(ctypes.c_float)).contents.value = self.stamps[b.value] - self.stamps[a.value]
+        return self._rec("hipEventElapsedTime")
+
+    def hipEventDestroy(self, ev):
+        del self.stamps[ev.value]
+        return self._rec("hipEventDestroy")
+
+
 def test_call_sequence_and_argument_bytes():
     fake = FakeHip()
     rt = hip.HipRuntime(lib=fake)

@@ -1,5 +1,5 @@
 """benchmarks/silicon.py: the clean "no GPU" exit here, and with a fake libamdhip64 (tests/test_hip_backend.py's
-FakeHip plus device memory, hipEvents and a fake kernel that computes attention for (batch 0, head 0) from the
+FakeHipDevice: device memory and hipEvents; plus a fake kernel that computes attention for (batch 0, head 0) from the
 kernarg bytes it is given) the launch sequence, aiter's kernarg bytes with the real device pointers (bf16,
 fp8 descales, group seqstarts), grids, event timing and the correctness column.
 
@@ -27,7 +27,7 @@ SHARED_AITER = ROOT.parent / "shared" / "aiter"
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "kernels"), str(Path(__file__).resolve().parent)]
 import fa_fwd  # noqa: E402
 import silicon  # noqa: E402
-from test_hip_backend import FakeHip  # noqa: E402
+from test_hip_backend import FakeHipDevice  # noqa: E402
 
 _why = drop_in_missing(SHARED_AITER / "client" / "drop_in.sh")
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
@@ -98,71 +98,15 @@ def test_perf_model_is_the_default_prediction(tmp_path, our_set):
     assert rows["aiter"]["pred_tflops"] == pytest.approx(rows["aiter"]["flops"] / want["us"] / 1e6)
 
 
-class FakeDevice(FakeHip):
-    """FakeHip plus device memory (copies at any offset inside an allocation), hipEvents on a fake clock
-    that each launch advances, and a 'kernel' that writes O of (batch 0, head 0) -- computed here from
-    the kernarg bytes: pointers, strides, scale, descales, seqstarts -- right, wrong or not at all."""
+class FakeDevice(FakeHipDevice):
+    """FakeHipDevice (device memory, hipEvents on a fake clock that each launch advances) with a
+    'kernel' that writes O of (batch 0, head 0) -- computed here from the kernarg bytes: pointers,
+    strides, scale, descales, seqstarts -- right, wrong or not at all."""
 
     def __init__(self, o_mode="right"):
         super().__init__()
         self.o_mode = o_mode
-        self.dev, self.next, self.launches, self.allocated = {}, 0x7000_0000_0000, [], []
-        self.clock, self.stamps, self.next_event = 0.0, {}, 0x9000
-
-    def hipMalloc(self, p, nbytes):
-        ctypes.cast(p, ctypes.POINTER(ctypes.c_void_p)).contents.value = self.next
-        self.dev[self.next] = bytearray(nbytes)
-        self.allocated.append((self.next, nbytes))
-        self.next += (nbytes + 0xFFFF) & ~0xFFFF
-        return self._rec("hipMalloc")
-
-    def hipFree(self, ptr):
-        del self.dev[ptr.value]
-        return self._rec("hipFree")
-
-    def _at(self, addr, nbytes):
-        base = max(b for b in self.dev if b <= addr)
-        assert addr + nbytes <= base + len(self.dev[base]), "access outside an allocation"
-        return self.dev[base], addr - base
-
-    def read(self, addr, nbytes) -> bytes:
-        buf, off = self._at(addr, nbytes)
-        return bytes(buf[off:off + nbytes])
-
-    def hipMemcpy(self, dst, src, nbytes, kind):
-        if kind == hip.HIP_MEMCPY_H2D:
-            buf, off = self._at(dst.value, nbytes)
-            buf[off:off + nbytes] = ctypes.string_at(src.value, nbytes)
-        else:
-            ctypes.memmove(dst.value, self.read(src.value, nbytes), nbytes)
-        return self._rec(f"hipMemcpy{kind}")
-
-    def hipMemset(self, dst, byte, nbytes):
-        buf, off = self._at(dst.value, nbytes)
-        buf[off:off + nbytes] = bytes([byte]) * nbytes
-        return self._rec("hipMemset")
-
-    def hipEventCreate(self, ev):
-        ctypes.cast(ev, ctypes.POINTER(ctypes.c_void_p)).contents.value = self.next_event
-        self.next_event += 1
-        return self._rec("hipEventCreate")
-
-    def hipEventRecord(self, ev, stream):
-        assert stream.value == 0x3000
-        self.stamps[ev.value] = self.clock
-        return self._rec("hipEventRecord")
-
-    def hipEventSynchronize(self, ev):
-        assert ev.value in self.stamps
-        return self._rec("hipEventSynchronize")
-
-    def hipEventElapsedTime(self, ms, a, b):
-        ctypes.cast(ms, ctypes.POINTER(ctypes.c_float)).contents.value = self.stamps[b.value] - self.stamps[a.value]
-        return self._rec("hipEventElapsedTime")
-
-    def hipEventDestroy(self, ev):
-        del self.stamps[ev.value]
-        return self._rec("hipEventDestroy")
+        self.launches = []
 
     def hipModuleLaunchKernel(self, *a):
         rc = super().hipModuleLaunchKernel(*a)
