@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import struct
 import sys
 from pathlib import Path
 
@@ -54,10 +53,10 @@ MODEL_CHAIN_BYTES = 1 << 20     # the chase buffer the model's launches record (
 GROUPS = 4                      # start-time groups of the long launch's clock table
 
 
-def predicted_cycles(co: bytes, threads: int, iters: int, words: np.ndarray, params=None) -> int:
-    """Cycles of one workgroup of the probe running `iters` rounds, as flyasm perf prices it."""
-    out = np.zeros((threads // 64) * CP.RECORD, np.uint32)
-    return predict(co, 1, threads, lambda at: struct.pack("<QIIQ", at["out"], iters, 0, at["chain"]),
+def predicted_cycles(k, co: bytes, iters: int, words: np.ndarray, params=None) -> int:
+    """Cycles of one workgroup of probe k (built as co) running `iters` rounds, as flyasm perf prices it."""
+    out = np.zeros((k.threads // 64) * CP.RECORD, np.uint32)
+    return predict(co, 1, k.threads, lambda at: CP.kernarg(k, at["out"], iters, at["chain"]),
                    {"out": out, "chain": words}, dram_bytes=0, params=params).cycles
 
 
@@ -68,10 +67,11 @@ def per_unit(c_lo: float, c_hi: float, iters: tuple) -> float:
 def model_price(name: str, waves: int, iters: tuple = (2, 6), params=None) -> float:
     """flyasm perf's cycles a unit for one wave of the probe (the model's price of a round is exact
     after one round, so two short launches give it)."""
-    co = CP.build(name, waves).build().co
+    k = CP.build(name, waves)
+    co = k.build().co
     nbytes = min(CP.PATTERNS[name].chain_bytes, MODEL_CHAIN_BYTES)
     words = CP.chain(nbytes) if nbytes else np.zeros(CP.LINE // 4, np.uint32)
-    lo, hi = (predicted_cycles(co, 64 * waves, n, words, params) for n in iters)
+    lo, hi = (predicted_cycles(k, co, n, words, params) for n in iters)
     return per_unit(lo, hi, iters)
 
 
@@ -122,8 +122,8 @@ def launch_us(rt, grid: int, repeats: int) -> float:
     out = rt.malloc(grid * 8 * CP.RECORD * 4)
     chain = rt.malloc(CP.LINE)
     try:
-        kernarg = struct.pack("<QIIQ", out, 0, 0, chain)
-        return float(np.median(time_events(rt, fn, (grid, 1, 1), 512, kernarg, rt.stream(), 10, repeats))) * 1e6
+        return float(np.median(time_events(rt, fn, (grid, 1, 1), k.threads, CP.kernarg(k, out, 0, chain),
+                                           rt.stream(), 10, repeats))) * 1e6
     finally:
         rt.free(out)
         rt.free(chain)
@@ -131,9 +131,9 @@ def launch_us(rt, grid: int, repeats: int) -> float:
 
 def predicted_launch_us(grid: int) -> float:
     """flyasm perf's microseconds for the same launch (its launch overhead and the little work)."""
-    co = CP.build("valu_dep", 8).build().co
+    k = CP.build("valu_dep", 8)
     out = np.zeros(grid * 8 * CP.RECORD, np.uint32)
-    return predict(co, grid, 512, lambda at: struct.pack("<QIIQ", at["out"], 0, 0, at["chain"]),
+    return predict(k.build().co, grid, k.threads, lambda at: CP.kernarg(k, at["out"], 0, at["chain"]),
                    {"out": out, "chain": np.zeros(CP.LINE // 4, np.uint32)}, dram_bytes=0).us
 
 
@@ -189,13 +189,10 @@ def main(argv=None, runtime=None) -> int:
             "| pattern | workgroups (8 waves) | the model's MHz | measured MHz |", "|---|---|---|---|"]
     for name in ("mfma", "valu_indep"):
         for grid in (1, a.clock_grid):
-            mhz = "-"
-            if rt is not None:
-                mhz = f"{clock_mhz(on_gpu(CP.build(name, 8), a.clock_iters, grid=grid), khz):.0f}"
+            mhz = clock_mhz(on_gpu(CP.build(name, 8), a.clock_iters, grid=grid), khz) if rt is not None else None
             model_mhz = p.clock_mhz(min(1.0, grid / p.n_cu))
-            clocks.append(dict(pattern=name, workgroups=grid, model_mhz=model_mhz,
-                               measured_mhz=None if mhz == "-" else float(mhz)))
-            out.append(f"| {name} | {grid} | {model_mhz:.0f} | {mhz} |")
+            clocks.append(dict(pattern=name, workgroups=grid, model_mhz=model_mhz, measured_mhz=mhz))
+            out.append(f"| {name} | {grid} | {model_mhz:.0f} | {'-' if mhz is None else f'{mhz:.0f}'} |")
     over = []
     out += ["", "## The clock over one long launch", "",
             f"The MFMA pattern on {a.rounds} x {a.clock_grid} workgroups (several rounds a CU); its waves in "

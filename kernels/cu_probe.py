@@ -40,7 +40,7 @@ RSRC_WORD3 = 0x00020000   # gfx9 V# word 3: raw buffer, 32-bit data format (as k
 #  addr        v1           this wave's record offset (bytes)
 #  store       v[2:5]       the store patterns' lane offsets (spread over lines, contiguous) and data
 #  work        v[8:39]      the pattern's independent accumulators (8 chains; pairs for packed ops)
-#  consts      v[40:47]     0.0, 1.0, 1.0, 2.0 and the packed pair (1.0, 1.0) the patterns read
+#  consts      v[40:47]     0.0, 1.0, 2.0 and, at v[44:45], the packed pair (1.0, 1.0) the patterns read
 #  rec         v[48:55]     the record lane 0 stores
 #  mfma_ab     v[56:63]     MFMA A and B (8 bf16 a lane each, all 1.0)
 #  acc         v[64:95]     two 32x32 f32 MFMA accumulators
@@ -59,12 +59,13 @@ PLAN = dict(regions={
     "kernarg": s[0:1], "wg": s[2:2], "out_ptr": s[4:5], "iters": s[6:6], "rsrc": s[8:11],
     "t0": s[12:13], "t1": s[14:15], "r0": s[16:17], "r1": s[18:19], "count": s[20:20], "scalar": s[21:21],
     "mask": s[22:23], "wave": s[24:25], "chain_ptr": s[26:27], "rsrc_chain": s[28:31]}, strict=True)
-ZERO, ONE, ONE_B, TWO = v[40], v[41], v[42], v[43]
+ZERO, ONE, TWO = v[40], v[41], v[42]
 ONES = v[44:45]
 A, B = v[56:59], v[60:63]
 ACC = (v[64:79], v[80:95])
 SCALAR, MASK, RSRC_CHAIN = s[21], s[22:23], s[28:31]
 SPREAD, CONTIG, SDATA = v[2], v[3], v[4:5]
+RING = 96                 # first VGPR of the load patterns' destination ring (the plan's 'ring')
 STORE_BYTES = 4096        # the store patterns' target: 32 lines the waves rewrite
 WORK = 8                  # independent chains
 
@@ -172,7 +173,7 @@ def _load(offsets):
     """One 8-byte load a lane from the lines the workgroup already read, into 16 register pairs in turn,
     each after a wait that leaves IN_FLIGHT in flight: the pair's previous load has landed."""
     def body(k, i):
-        j = 96 + 2 * (i % LOAD_RING)
+        j = RING + 2 * (i % LOAD_RING)
         k.s_waitcnt(vmcnt=IN_FLIGHT)
         k.buffer_load_dwordx2(v[j:j + 1], offsets, RSRC_CHAIN, 0, offen=True)
     return body
@@ -251,17 +252,17 @@ PATTERNS = {
     "load_lines": Pattern("buffer_load_dwordx2 over 32 lines", _load(SPREAD), 128,
                           "as store_lines: a partial line read again costs its lookup, not another fill "
                           "(session 10's partial-line port pricing; like FlyDSL's Q loads)",
-                          lambda n, w: w[0], {"a load holds the port for its bytes": 32}, check=v[96],
+                          lambda n, w: w[0], {"a load holds the port for its bytes": 32}, check=v[RING],
                           chain_bytes=STORE_BYTES),
     "load_contig": Pattern("buffer_load_dwordx2, 4 whole lines", _load(CONTIG), 32,
-                           "its 512 bytes at the port's 64 bytes a clock", lambda n, w: w[0], {}, check=v[96],
+                           "its 512 bytes at the port's 64 bytes a clock", lambda n, w: w[0], {}, check=v[RING],
                            chain_bytes=STORE_BYTES),
     "mfma": Pattern("v_mfma_f32_32x32x16_bf16", _mfma, 32, "8 passes x 4 cycles (LLVM SISchedule gfx950)",
-                    lambda n, w: 16.0 * -(-n // 2), check=v[64]),
+                    lambda n, w: 16.0 * -(-n // 2), check=ACC[0][0]),
     "mfma_valu": Pattern("MFMA + 7 VALU ops", _mfma_valu, 32, "the VALU ops co-execute under the 32-cycle MFMA, "
                          "which takes the VALU port for its 4 issue cycles", lambda n, w: 16.0 * -(-n // 2),
                          {"no VALU during an 8-pass MFMA's first 2 passes (ROCm/llvm-project PR 2838)": 36},
-                         check=v[64]),
+                         check=ACC[0][0]),
 }
 WAVES = (4, 8)            # the workgroup sizes the probes run: one and two waves a SIMD
 
@@ -302,7 +303,7 @@ def build(pattern: str, waves: int = 4) -> Kernel:
     with k.region("init"):
         for i in range(WORK * 4):
             k.v_mov_b32(v[8 + i], 0.0)
-        for r, x in ((ZERO, 0.0), (ONE, 1.0), (ONE_B, 1.0), (TWO, 2.0), (ONES[0], 1.0), (ONES[1], 1.0)):
+        for r, x in ((ZERO, 0.0), (ONE, 1.0), (TWO, 2.0), (ONES[0], 1.0), (ONES[1], 1.0)):
             k.v_mov_b32(r, x)
         for r in list(A) + list(B):
             k.v_mov_b32(r, 0x3F803F80)                      # two bf16 1.0 a register
@@ -352,6 +353,13 @@ def build(pattern: str, waves: int = 4) -> Kernel:
         k.buffer_store_dwordx4(P.rec[4:7], P.addr, P.rsrc, 0, offen=True, offset=16)
     k.s_endpgm()
     return k
+
+
+def kernarg(k: Kernel, out: int, iters: int, chain: int) -> bytes:
+    """Probe k's kernarg bytes for device addresses out and chain, laid out as the kernel declares its
+    arguments (flyasm.run.args.pack_args)."""
+    from flyasm.run.args import pack_args, specs_from_kernel
+    return pack_args(specs_from_kernel(k), [out, iters, chain], None, k.kernarg_size)
 
 
 def records(out: np.ndarray) -> dict:

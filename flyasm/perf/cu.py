@@ -138,8 +138,8 @@ class Static:
             st.prio.append(int(pr))
             st.atomic.append(k == "vmem" and inst.info.get("mem") == "atomic")
             st.store.append(k == "vmem" and inst.info.get("mem") == "store")
-            st.coissue.append(bool(p.valu_coissue) and k == "valu" and not inst.name.startswith(
-                ("v_pk_", "v_permlane", "v_readlane", "v_readfirstlane", "v_writelane", "v_mov_b32_dpp")))
+            st.coissue.append(bool(p.valu_coissue) and k == "valu" and not inst.is_dpp and not inst.name.startswith(
+                ("v_pk_", "v_permlane", "v_readlane", "v_readfirstlane", "v_writelane")))
         return st
 
 
