@@ -252,9 +252,8 @@ def simulate(program, static: Static, workgroups: list, simd_of: list, p, starts
                 t, cause = pt["valu"], "valu_busy"
         elif k in ("valu", "trans"):
             if pt["valu"] > t:
-                ct, cw = co_turn[w.simd]
-                if CO[i] and t <= ct and cw != w.wid:
-                    t = ct
+                if CO[i] and t <= co_turn[w.simd][0] and co_turn[w.simd][1] != w.wid:
+                    t = co_turn[w.simd][0]          # the second op of a co-issued pair
                 else:
                     t, cause = pt["valu"], "valu_busy"
         elif k == "ds":
