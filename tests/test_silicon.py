@@ -7,7 +7,6 @@ Our set here is a manifest written from kernels/fa_fwd_set.py's own rows with pl
 fake device runs no code, and building the real set takes minutes (tests/test_drop_in.py builds and runs it)."""
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import statistics
